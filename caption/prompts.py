@@ -1,0 +1,77 @@
+"""Prompt builders, one per model family, looked up in one registry.
+
+Every prompt puts what requests share first: the Korean system prompt, then the video, then the
+instruction. Requests for the same video with different instructions then share the system
+prompt *and* the video tokens as a prefix, which vLLM's prefix cache reuses.
+
+Adding a model family means adding one builder here and one preset in conf/model/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+SYSTEM_PROMPT_KO = (
+    "당신은 한국어 영상 캡션 작성기입니다. 영상에 보이는 장면, 시간대, 날씨, "
+    "움직이는 대상과 그 방향과 속도를 정확하게 설명하세요."
+)
+
+# Named instructions (tasks). A job runs one or more of them per video.
+INSTRUCTIONS_KO: dict[str, str] = {
+    "caption": "이 영상을 한 문장으로 설명해 주세요.",
+    "keywords": "이 영상의 핵심 키워드를 쉼표로 나열해 주세요.",
+    "motion": "움직이는 대상은 어느 방향으로 어떤 속도로 움직이나요?",
+}
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """Everything a model family needs to turn (system, instruction) into a prompt."""
+
+    family: str
+    build: Callable[[str, str], str]
+    stop: tuple[str, ...] = ()
+    # vLLM engine arguments every model of the family needs
+    engine_kwargs: dict = field(default_factory=dict)
+
+
+def _qwen_vl(system: str, instruction: str) -> str:
+    # Qwen2-VL, Qwen2.5-VL and Qwen3-VL share the ChatML layout and vision markers.
+    return (f"<|im_start|>system\n{system}<|im_end|>\n"
+            f"<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>{instruction}<|im_end|>\n"
+            f"<|im_start|>assistant\n")
+
+
+def _llava_next_video(system: str, instruction: str) -> str:
+    return f"{system} USER: <video>\n{instruction} ASSISTANT:"
+
+
+FAMILIES: dict[str, PromptFormat] = {
+    "qwen2_5_vl": PromptFormat("qwen2_5_vl", _qwen_vl, stop=("<|im_end|>",)),
+    "qwen2_vl": PromptFormat("qwen2_vl", _qwen_vl, stop=("<|im_end|>",)),
+    "qwen3_vl": PromptFormat("qwen3_vl", _qwen_vl, stop=("<|im_end|>",)),
+    "llava_next_video": PromptFormat("llava_next_video", _llava_next_video, stop=("</s>",)),
+}
+
+
+def prompt_format(family: str) -> PromptFormat:
+    try:
+        return FAMILIES[family]
+    except KeyError:
+        raise ValueError(
+            f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}. "
+            "Add a builder to caption/prompts.py to support a new family."
+        ) from None
+
+
+def instruction_text(task: str) -> str:
+    try:
+        return INSTRUCTIONS_KO[task]
+    except KeyError:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(INSTRUCTIONS_KO)}") from None
+
+
+def build_prompt(family: str, task: str = "caption", system: str = SYSTEM_PROMPT_KO) -> str:
+    """The full prompt text, with the family's single video placeholder."""
+    return prompt_format(family).build(system, instruction_text(task))

@@ -1,0 +1,147 @@
+"""Korean reference captions for synthetic clips: one canonical sentence and several paraphrases.
+
+The canonical sentence (always first) names every attribute in a fixed order; it is what the
+embedded model is trained to say. The paraphrases change word order, sentence shape, verbs and
+synonyms, so METEOR against the reference set rewards naming the right things, not one template.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from video_io.synth.attributes import ClipAttributes
+
+TIME = {"day": "낮", "sunset": "해질녘", "night": "밤"}
+TIME_ALT = {
+    "day": ("한낮의", "낮의", "밝은 낮의"),
+    "sunset": ("해 질 무렵의", "노을 지는", "해질녘의"),
+    "night": ("어두운 밤의", "깊은 밤의", "밤의"),
+}
+WEATHER_ADJ = {"clear": "맑은", "rain": "비 내리는", "snow": "눈 내리는"}
+WEATHER_ADJ_ALT = {
+    "clear": ("맑은", "화창한"),
+    "rain": ("비 내리는", "비 오는"),
+    "snow": ("눈 내리는", "눈 오는"),
+}
+WEATHER_CLAUSE = {
+    "clear": ("하늘이 맑은 가운데", "맑은 날씨 속에"),
+    "rain": ("비가 내리는 가운데", "빗속에서"),
+    "snow": ("눈이 내리는 가운데", "눈발 속에서"),
+}
+PLACE = {"sky": "하늘에서", "sea": "바다 위에서", "city": "도시에서",
+         "forest": "숲 위에서", "mountain": "산 위에서"}
+SCENE_NOUN = {
+    "sky": ("하늘",), "sea": ("바다", "바다 위"), "city": ("도시", "도심"),
+    "forest": ("숲",), "mountain": ("산", "산 능선"),
+}
+OBJECT_NP = {"cloud": "구름 한 조각", "bird": "새 한 마리", "airplane": "비행기 한 대",
+             "balloon": "열기구 하나", "car": "자동차 한 대", "boat": "배 한 척"}
+OBJECT_NOUN = {"cloud": "구름", "bird": "새", "airplane": "비행기",
+               "balloon": "열기구", "car": "자동차", "boat": "배"}
+MOTION_VERB = {"cloud": ("흘러간다", "지나간다"), "bird": ("날아간다",), "airplane": ("날아간다",),
+               "balloon": ("떠간다", "움직인다"), "car": ("달린다", "지나간다"),
+               "boat": ("나아간다", "지나간다")}
+VERTICAL_VERB = {"up": ("올라간다", "솟아오른다"), "down": ("내려간다", "내려온다")}
+SPEED = {"slow": "천천히", "fast": "빠르게"}
+SPEED_ALT = {"slow": ("천천히", "느리게", "느릿느릿"), "fast": ("빠르게", "재빠르게", "빠른 속도로")}
+DIRECTION = {"left": "왼쪽으로", "right": "오른쪽으로", "up": "위로", "down": "아래로"}
+DIRECTION_ALT = {
+    "left": ("왼쪽으로", "화면 왼쪽으로", "좌측으로"),
+    "right": ("오른쪽으로", "화면 오른쪽으로", "우측으로"),
+    "up": ("위로", "위쪽으로", "하늘 높이"),
+    "down": ("아래로", "아래쪽으로"),
+}
+
+
+def _has_final_consonant(word: str) -> bool:
+    last = word.rstrip()[-1]
+    return "가" <= last <= "힣" and (ord(last) - ord("가")) % 28 != 0
+
+
+def subject(word: str) -> str:
+    """Attach the subject particle 이/가 as Korean phonology requires."""
+    return word + ("이" if _has_final_consonant(word) else "가")
+
+
+def canonical_caption(a: ClipAttributes) -> str:
+    """The one fixed-order sentence naming weather, time, scene, object, speed and direction."""
+    return (f"{WEATHER_ADJ[a.weather]} {TIME[a.time]}의 {PLACE[a.scene]} "
+            f"{subject(OBJECT_NP[a.object])} {SPEED[a.speed]} {DIRECTION[a.direction]} 움직인다.")
+
+
+def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
+    return options[rng.integers(len(options))]
+
+
+def _verb(rng: np.random.Generator, a: ClipAttributes) -> str:
+    if a.direction in VERTICAL_VERB:
+        return _pick(rng, VERTICAL_VERB[a.direction])
+    return _pick(rng, MOTION_VERB[a.object])
+
+
+def _clause_first(rng, a):
+    # "해 질 무렵의 바다, 비가 내리는 가운데 배 한 척이 오른쪽으로 천천히 나아간다."
+    return (f"{_pick(rng, TIME_ALT[a.time])} {_pick(rng, SCENE_NOUN[a.scene])}, "
+            f"{_pick(rng, WEATHER_CLAUSE[a.weather])} {subject(OBJECT_NP[a.object])} "
+            f"{_pick(rng, DIRECTION_ALT[a.direction])} {_pick(rng, SPEED_ALT[a.speed])} {_verb(rng, a)}.")
+
+
+def _object_first(rng, a):
+    # "배 한 척이 비 오는 해질녘의 바다에서 빠르게 왼쪽으로 지나간다."
+    return (f"{subject(OBJECT_NP[a.object])} {_pick(rng, WEATHER_ADJ_ALT[a.weather])} "
+            f"{TIME[a.time]}의 {_pick(rng, SCENE_NOUN[a.scene])}에서 "
+            f"{_pick(rng, SPEED_ALT[a.speed])} {_pick(rng, DIRECTION_ALT[a.direction])} {_verb(rng, a)}.")
+
+
+def _noun_phrase(rng, a):
+    # "천천히 왼쪽으로 움직이는 자동차가 보이는 비 오는 밤의 도시 풍경."
+    return (f"{_pick(rng, SPEED_ALT[a.speed])} {_pick(rng, DIRECTION_ALT[a.direction])} 움직이는 "
+            f"{subject(OBJECT_NOUN[a.object])} 보이는 {_pick(rng, WEATHER_ADJ_ALT[a.weather])} "
+            f"{TIME[a.time]}의 {_pick(rng, SCENE_NOUN[a.scene])} 풍경.")
+
+
+def _two_sentences(rng, a):
+    # "눈 내리는 밤의 숲이다. 새 한 마리가 위쪽으로 빠르게 올라간다."
+    return (f"{_pick(rng, WEATHER_ADJ_ALT[a.weather])} {_pick(rng, TIME_ALT[a.time])} "
+            f"{_pick(rng, SCENE_NOUN[a.scene])} 풍경이다. {subject(OBJECT_NP[a.object])} "
+            f"{_pick(rng, DIRECTION_ALT[a.direction])} {_pick(rng, SPEED_ALT[a.speed])} {_verb(rng, a)}.")
+
+
+_PARAPHRASES = (_clause_first, _object_first, _noun_phrase, _two_sentences)
+
+
+def reference_captions(a: ClipAttributes, rng: np.random.Generator, n: int = 4) -> list[str]:
+    """The canonical caption followed by n-1 distinct paraphrases, reproducible from rng."""
+    refs = [canonical_caption(a)]
+    styles = list(rng.permutation(len(_PARAPHRASES)))
+    tries = 0
+    while len(refs) < n and tries < 50:
+        sentence = _PARAPHRASES[styles[tries % len(styles)]](rng, a)
+        if sentence not in refs:
+            refs.append(sentence)
+        tries += 1
+    return refs
+
+
+KEYWORD = {
+    "time": TIME,
+    "weather": {"clear": "맑음", "rain": "비", "snow": "눈"},
+    "scene": {"sky": "하늘", "sea": "바다", "city": "도시", "forest": "숲", "mountain": "산"},
+    "object": OBJECT_NOUN,
+    "direction": {"left": "왼쪽", "right": "오른쪽", "up": "위", "down": "아래"},
+    "speed": {"slow": "느림", "fast": "빠름"},
+}
+
+
+def keywords_answer(a: ClipAttributes) -> str:
+    """Answer to the 'keywords' instruction: the attributes as comma-separated Korean words."""
+    values = a.as_dict()
+    return ", ".join(KEYWORD[k][values[k]] for k in ("time", "weather", "scene", "object", "direction", "speed"))
+
+
+def motion_answer(a: ClipAttributes) -> str:
+    """Answer to the 'motion' instruction: only what moves, where to and how fast."""
+    return f"{subject(OBJECT_NP[a.object])} {SPEED[a.speed]} {DIRECTION[a.direction]} 움직인다."
+
+
+TASK_ANSWERS = {"caption": canonical_caption, "keywords": keywords_answer, "motion": motion_answer}
