@@ -145,3 +145,37 @@ def motion_answer(a: ClipAttributes) -> str:
 
 
 TASK_ANSWERS = {"caption": canonical_caption, "keywords": keywords_answer, "motion": motion_answer}
+
+
+# Words that name each attribute value in any caption style (checked in this order: more
+# specific phrases first, so "바다 위에서" is a place, not the direction "위로").
+_CUES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "direction": (("left", ("왼쪽", "좌측")), ("right", ("오른쪽", "우측")),
+                  ("up", ("위로", "위쪽", "하늘 높이", "올라", "솟아", ", 위,")), ("down", ("아래", "내려"))),
+    "speed": (("slow", ("천천히", "느리게", "느릿느릿", "느림")), ("fast", ("빠르게", "빠른", "빠름"))),
+    "object": (("cloud", ("구름",)), ("bird", ("새 ", "새가", "새,")), ("airplane", ("비행기",)),
+               ("balloon", ("열기구",)), ("car", ("자동차",)), ("boat", ("배 ", "배가", "배,"))),
+    "weather": (("rain", ("비 ", "비가", "빗속", "비,")), ("snow", ("눈 ", "눈이", "눈발", "눈,")),
+                ("clear", ("맑은", "맑음", "화창한", "맑"))),
+    "time": (("sunset", ("해질녘", "해 질", "노을")), ("night", ("밤",)), ("day", ("낮",))),
+    "scene": (("sea", ("바다",)), ("city", ("도시", "도심")), ("forest", ("숲",)),
+              ("mountain", ("산 ", "산에", "산,", "산 능선"))),
+}
+
+
+def parse_attributes(caption: str) -> dict[str, str | None]:
+    """Best-effort reading of each attribute from a caption (None where no cue is found).
+
+    Used to count how often generated captions get direction, speed, etc. right; exact for
+    the canonical style, good for the paraphrases.
+    """
+    text = " " + " ".join(caption.replace(".", " ").replace(",", ", ").split()) + " "
+    found: dict[str, str | None] = {}
+    for attribute, cues in _CUES.items():
+        hits = [(text.find(c), value) for value, words in cues for c in words if c in text]
+        found[attribute] = min(hits)[1] if hits else None
+    # the sky is in every scene's picture and in "하늘 높이" (upwards): it is the scene only
+    # when no other scene is named
+    if found["scene"] is None and "하늘" in text.replace("하늘 높이", ""):
+        found["scene"] = "sky"
+    return found

@@ -1,0 +1,184 @@
+"""The job's configuration: read the composed Hydra config into typed settings and validate them.
+
+Everything here runs before any model or video is loaded, so a bad config fails in a second with
+a message that says which key to change, instead of after a model has loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from caption.prompts import INSTRUCTIONS_KO, prompt_format
+from video_io.decode import BACKENDS, DecodeSpec
+from video_io.sampling import MODES, SamplingSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO_ROOT / "conf"
+ENGINES = ("vllm", "hf")
+ABLATIONS = ("none", "reverse", "first_frame")
+
+
+class ConfigError(ValueError):
+    """An invalid setting; the message names the key and what to change it to."""
+
+
+def register_resolvers() -> None:
+    """`${vidcap_root:}` in presets points at this checkout, so shipped assets load from anywhere."""
+    if not OmegaConf.has_resolver("vidcap_root"):
+        OmegaConf.register_new_resolver("vidcap_root", lambda: str(REPO_ROOT))
+
+
+register_resolvers()
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    name: str
+    family: str
+    path: str
+    dtype: str
+    max_model_len: int
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    name: str
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    max_new_tokens: int
+    min_new_tokens: int
+    num_beams: int
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0 and self.num_beams == 1
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    input_dir: Path
+    output: Path
+    summary_path: Path
+    tasks: tuple[str, ...]
+    resume: bool
+    retry_errors: bool
+    limit: int | None
+    progress: bool
+    model: ModelSettings
+    engine: str
+    engine_options: dict
+    gpu: dict
+    sampling: SamplingSettings
+    decode: DecodeSpec
+    decode_workers: int
+    decode_timeout_s: float
+    ablation: str
+    raw: dict = field(repr=False, default_factory=dict)
+
+
+def _require(cfg: DictConfig, key: str):
+    if OmegaConf.is_missing(cfg, key):
+        raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
+    return cfg[key]
+
+
+def _choice(value, allowed, key: str):
+    if value not in allowed:
+        raise ConfigError(f"`{key}={value}` is not valid; choose one of: {', '.join(map(str, allowed))}")
+    return value
+
+
+def _positive(value, key: str, allow_zero: bool = False):
+    if value is None or (value < 0 if allow_zero else value <= 0):
+        raise ConfigError(f"`{key}` must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value
+
+
+def _model(cfg: DictConfig) -> ModelSettings:
+    m = cfg.model
+    try:
+        prompt_format(m.family)
+    except ValueError as exc:
+        raise ConfigError(f"`model.family`: {exc}") from None
+    path = str(m.path)
+    if not Path(path).expanduser().is_dir() and not _is_hub_id(path):
+        raise ConfigError(f"`model.path={path}` is not a folder; point it at a local checkpoint "
+                          "or a hub id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) on a machine with hub access")
+    return ModelSettings(name=str(m.name), family=str(m.family), path=path,
+                         dtype=str(cfg.gpu.get("dtype") or m.dtype),
+                         max_model_len=int(_positive(m.max_model_len, "model.max_model_len")))
+
+
+def _is_hub_id(path: str) -> bool:
+    """`org/name`, the form a model hub takes; anything else must be a local folder."""
+    parts = path.split("/")
+    return len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
+
+
+def _sampling(cfg: DictConfig) -> SamplingSettings:
+    s = cfg.sampling
+    if s.temperature < 0:
+        raise ConfigError(f"`sampling.temperature` must be >= 0 (0 = greedy), got {s.temperature}")
+    if not 0 < s.top_p <= 1:
+        raise ConfigError(f"`sampling.top_p` must be in (0, 1], got {s.top_p}")
+    _positive(s.max_new_tokens, "sampling.max_new_tokens")
+    if s.min_new_tokens > s.max_new_tokens:
+        raise ConfigError(f"`sampling.min_new_tokens` ({s.min_new_tokens}) exceeds "
+                          f"`sampling.max_new_tokens` ({s.max_new_tokens})")
+    return SamplingSettings(name=str(s.name), temperature=float(s.temperature), top_p=float(s.top_p),
+                            top_k=int(s.top_k), repetition_penalty=float(s.repetition_penalty),
+                            max_new_tokens=int(s.max_new_tokens), min_new_tokens=int(s.min_new_tokens),
+                            num_beams=int(_positive(s.num_beams, "sampling.num_beams")))
+
+
+def _decode(cfg: DictConfig) -> DecodeSpec:
+    v = cfg.video
+    _choice(v.sampling, MODES, "video.sampling")
+    _choice(v.backend, BACKENDS, "video.backend")
+    try:
+        sampling = SamplingSpec(mode=v.sampling, num_frames=int(v.num_frames), fps=float(v.fps),
+                                max_frames=int(v.max_frames), min_frames=int(v.min_frames))
+        return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend)
+    except ValueError as exc:
+        raise ConfigError(f"`video`: {exc}") from None
+
+
+def load_job_config(cfg: DictConfig) -> JobConfig:
+    """Validate the composed config; raises ConfigError naming the key to fix."""
+    input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
+    output = Path(str(_require(cfg, "output"))).expanduser()
+    if not input_dir.is_dir():
+        raise ConfigError(f"`input_dir={input_dir}` is not a folder")
+    if output.exists() and output.is_dir():
+        raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
+    if not output.parent.exists():
+        raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
+    tasks = tuple(cfg.tasks) if not isinstance(cfg.tasks, str) else (cfg.tasks,)
+    if not tasks:
+        raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
+    for task in tasks:
+        _choice(task, tuple(INSTRUCTIONS_KO), "tasks")
+    if len(set(tasks)) != len(tasks):
+        raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
+    if cfg.limit is not None:
+        _positive(cfg.limit, "limit")
+    engine = _choice(cfg.engine.name, ENGINES, "engine")
+    summary = cfg.get("summary_path") or f"{output}.summary.json"
+    return JobConfig(
+        input_dir=input_dir, output=output, summary_path=Path(str(summary)), tasks=tasks,
+        resume=bool(cfg.resume), retry_errors=bool(cfg.retry_errors),
+        limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress),
+        model=_model(cfg), engine=engine,
+        engine_options=OmegaConf.to_container(cfg.engine, resolve=True),
+        gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
+        sampling=_sampling(cfg), decode=_decode(cfg),
+        decode_workers=int(_positive(cfg.video.workers, "video.workers", allow_zero=True)),
+        decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
+        ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
+        raw=OmegaConf.to_container(cfg, resolve=True),
+    )

@@ -1,0 +1,57 @@
+"""What every engine takes and gives back. The engine never sees a file path, only frames."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Protocol
+
+import numpy as np
+
+
+@dataclass
+class Request:
+    key: str  # the clip's key (its path relative to input_dir)
+    task: str
+    adapter: str | None
+    prompt: str  # full prompt text with the model family's video placeholder
+    frames: np.ndarray  # (T, H, W, 3) uint8
+    video_metadata: dict  # total_num_frames, fps, duration, frames_indices, ...
+    context: dict = field(default_factory=dict)  # the job's own data, passed through untouched
+
+    @property
+    def request_id(self) -> str:
+        return f"{self.key}\x1f{self.task}\x1f{self.adapter or ''}"
+
+
+@dataclass
+class Result:
+    request: Request
+    text: str = ""
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    generate_s: float = 0.0
+    error: str | None = None
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(self, requests: Iterable[Request]) -> Iterator[Result]:
+        """Generate for a stream of requests; yields results in completion order."""
+
+    def stats(self) -> dict:
+        """Engine counters for the job summary (e.g. prefix-cache hits)."""
+
+    def close(self) -> None:
+        """Free the model and any engine processes."""
+
+
+def pull(requests: Iterator[Request], n: int) -> list[Request]:
+    """Up to n requests from the stream (fewer at its end)."""
+    batch = []
+    for request in requests:
+        batch.append(request)
+        if len(batch) >= n:
+            break
+    return batch

@@ -1,0 +1,105 @@
+"""transformers engine: batched `generate`, the fallback engine and the baseline for vLLM.
+
+It takes the same requests (prompt text + frames + metadata) and runs them through the model's
+own processor, so for greedy decoding its captions equal vLLM's on the same inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Iterator
+
+from caption.engines.base import Request, Result, pull
+
+DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "auto": "auto"}
+
+
+class HfEngine:
+    name = "hf"
+
+    def __init__(self, job, stop: tuple[str, ...], model=None, processor=None):
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        started = time.perf_counter()
+        self.torch = torch
+        torch.manual_seed(int(job.engine_options.get("seed", 0)))
+        self.device = "cuda" if job.gpu.get("device") == "cuda" and torch.cuda.is_available() else "cpu"
+        self.processor = processor or AutoProcessor.from_pretrained(job.model.path)
+        self.processor.tokenizer.padding_side = "left"  # generation appends on the right
+        if model is None:
+            model = AutoModelForImageTextToText.from_pretrained(
+                job.model.path, dtype=getattr(torch, job.model.dtype) if job.model.dtype != "auto" else "auto",
+                attn_implementation=job.engine_options.get("attn_implementation", "sdpa"))
+        self.model = model.to(self.device).eval()
+        self.batch_size = int(job.engine_options.get("batch_size", 8))
+        self.sampling = job.sampling
+        tok = self.processor.tokenizer
+        self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
+        self.load_s = time.perf_counter() - started
+        self.batches = 0
+
+    def _generate_kwargs(self) -> dict:
+        s = self.sampling
+        kwargs = dict(max_new_tokens=s.max_new_tokens, min_new_tokens=s.min_new_tokens or None,
+                      repetition_penalty=s.repetition_penalty, num_beams=s.num_beams,
+                      do_sample=s.temperature > 0, pad_token_id=self.processor.tokenizer.pad_token_id)
+        if s.temperature > 0:
+            kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
+        if self.stop_ids:
+            eos = self.model.generation_config.eos_token_id
+            eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
+            kwargs["eos_token_id"] = sorted(set(eos) | set(self.stop_ids))
+        return kwargs
+
+    def _run_batch(self, batch: list[Request]) -> list[Result]:
+        from transformers.video_utils import VideoMetadata
+
+        started = time.perf_counter()
+        metadata = [VideoMetadata(**{k: v for k, v in r.video_metadata.items() if k != "do_sample_frames"})
+                    for r in batch]
+        inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
+                                video_metadata=metadata, do_sample_frames=False,
+                                padding=True, return_tensors="pt").to(self.device)
+        with self.torch.inference_mode():
+            out = self.model.generate(**inputs, **self._generate_kwargs())
+        width = inputs["input_ids"].shape[1]
+        new_tokens = out[:, width:]
+        elapsed = time.perf_counter() - started
+        results = []
+        pad = self.processor.tokenizer.pad_token_id
+        eos = set(self._generate_kwargs().get("eos_token_id") or [])
+        for row, request in enumerate(batch):
+            ids = new_tokens[row].tolist()
+            stopped = next((i for i, t in enumerate(ids) if t in eos), None)
+            kept = ids[:stopped] if stopped is not None else [t for t in ids if t != pad]
+            text = self.processor.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            results.append(Result(request, text=text,
+                                  prompt_tokens=int(inputs["attention_mask"][row].sum()),
+                                  output_tokens=len(kept) + (stopped is not None),
+                                  finish_reason="stop" if stopped is not None else "length",
+                                  generate_s=elapsed))
+        self.batches += 1
+        return results
+
+    def run(self, requests: Iterable[Request]) -> Iterator[Result]:
+        stream = iter(requests)
+        while batch := pull(stream, self.batch_size):
+            try:
+                yield from self._run_batch(batch)
+            except Exception as batch_error:
+                if len(batch) == 1:
+                    yield Result(batch[0], error=f"transformers generate failed: "
+                                                 f"{type(batch_error).__name__}: {batch_error}")
+                    continue
+                for request in batch:  # isolate the request that breaks the batch
+                    try:
+                        yield from self._run_batch([request])
+                    except Exception as exc:
+                        yield Result(request, error=f"transformers generate failed: {type(exc).__name__}: {exc}")
+
+    def stats(self) -> dict:
+        return {"engine_load_s": round(self.load_s, 2), "batches": self.batches}
+
+    def close(self) -> None:
+        self.model = None

@@ -1,0 +1,146 @@
+"""vLLM engine: requests stream in as clips are decoded, results stream out as they finish.
+
+Requests are handed to vLLM's offline engine ahead of time (up to `max_inflight`), so its
+scheduler always has a full batch to work with (continuous batching) while decoder processes
+prepare the next clips. Memory for frames stays bounded by `max_inflight`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, Iterator
+
+from caption.engines.base import Request, Result, pull
+
+# vLLM's prometheus counters this engine reports (process-wide: we report deltas).
+COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+            "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens")
+
+
+def apply_engine_env(env: dict | None) -> None:
+    """Export the tier's vLLM environment (read by vLLM at import and engine start)."""
+    for key, value in (env or {}).items():
+        value = str(value)
+        if key == "VLLM_CPU_OMP_THREADS_BIND" and value == "all":
+            value = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+        os.environ[key] = value
+
+
+def engine_args(job) -> dict:
+    """Keyword arguments for vllm.LLM from the validated job settings."""
+    gpu, opts = job.gpu, job.engine_options
+    args = dict(
+        model=job.model.path,
+        tokenizer=job.model.path,
+        dtype=job.model.dtype,
+        max_model_len=job.model.max_model_len,
+        max_num_seqs=int(gpu["max_num_seqs"]),
+        max_num_batched_tokens=int(gpu["max_num_batched_tokens"]),
+        enforce_eager=bool(gpu.get("enforce_eager", False)),
+        enable_prefix_caching=bool(opts.get("enable_prefix_caching", True)),
+        limit_mm_per_prompt={"image": 0, "video": 1},
+        seed=int(opts.get("seed", 0)),
+        disable_log_stats=False,  # keep the counters the summary reports
+    )
+    if gpu.get("gpu_memory_utilization") is not None:
+        args["gpu_memory_utilization"] = float(gpu["gpu_memory_utilization"])
+    return args
+
+
+def sampling_params(job, stop: tuple[str, ...]):
+    from vllm import SamplingParams
+
+    s = job.sampling
+    return SamplingParams(
+        temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
+        repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
+        min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=int(job.engine_options.get("seed", 0)),
+    )
+
+
+def _counters(llm) -> dict[str, float]:
+    values = {name: 0.0 for name in COUNTERS}
+    for metric in llm.get_metrics():
+        if metric.name in values and hasattr(metric, "value"):
+            values[metric.name] += float(metric.value)
+    return values
+
+
+class VllmEngine:
+    name = "vllm"
+
+    def __init__(self, job, stop: tuple[str, ...]):
+        apply_engine_env(job.gpu.get("env"))
+        from vllm import LLM
+
+        started = time.perf_counter()
+        self.llm = LLM(**engine_args(job))
+        self.load_s = time.perf_counter() - started
+        self.params = sampling_params(job, stop)
+        self.max_inflight = int(job.engine_options.get("max_inflight", 256))
+        self.refill = max(1, int(job.gpu["max_num_seqs"]))
+        self._baseline = _counters(self.llm)
+
+    def _submit(self, request: Request) -> str:
+        """Hand one request to vLLM; returns the id its outputs will carry."""
+        prompt = {"prompt": request.prompt,
+                  "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
+        [internal_id] = self.llm.enqueue([prompt], self.params, use_tqdm=False)
+        # vLLM appends "-<8 random chars>" to the id it was given and reports outputs under
+        # the id it was given, so strip the suffix (absent when randomisation is disabled)
+        return internal_id.rsplit("-", 1)[0] if "-" in internal_id else internal_id
+
+    def run(self, requests: Iterable[Request]) -> Iterator[Result]:
+        stream = iter(requests)
+        inflight: dict[str, tuple[Request, float]] = {}
+        exhausted = False
+        while True:
+            # top up, a scheduler batch at a time, so generation starts before the queue is full
+            room = min(self.refill, self.max_inflight - len(inflight))
+            if not exhausted and room > 0:
+                batch = pull(stream, room)
+                exhausted = len(batch) < room
+                for request in batch:
+                    try:
+                        inflight[self._submit(request)] = (request, time.perf_counter())
+                    except Exception as exc:  # e.g. prompt longer than max_model_len
+                        yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
+            if not inflight:
+                if exhausted:
+                    return
+                continue
+            for output in self.llm.llm_engine.step():
+                if not output.finished or output.request_id not in inflight:
+                    continue
+                request, submitted = inflight.pop(output.request_id)
+                completion = output.outputs[0]
+                yield Result(request, text=completion.text.strip(),
+                             prompt_tokens=len(output.prompt_token_ids or ()),
+                             output_tokens=len(completion.token_ids),
+                             finish_reason=completion.finish_reason,
+                             generate_s=time.perf_counter() - submitted)
+
+    def stats(self) -> dict:
+        now = _counters(self.llm)
+        delta = {k: now[k] - self._baseline[k] for k in COUNTERS}
+        queries, hits = delta["vllm:prefix_cache_queries"], delta["vllm:prefix_cache_hits"]
+        stats = {"engine_load_s": round(self.load_s, 2),
+                 "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
+                 "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None}
+        drafts = delta["vllm:spec_decode_num_draft_tokens"]
+        if drafts:
+            accepted = delta["vllm:spec_decode_num_accepted_tokens"]
+            stats.update(spec_draft_tokens=int(drafts), spec_accepted_tokens=int(accepted),
+                         spec_acceptance_rate=round(accepted / drafts, 4),
+                         spec_mean_accepted_length=round(1 + accepted / max(1, delta["vllm:spec_decode_num_drafts"]), 3))
+        return stats
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:
+                pass

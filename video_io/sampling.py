@@ -1,0 +1,58 @@
+"""Which frames of a clip to decode: uniform over the clip, or at a fixed rate in time.
+
+Both work on frame timestamps, not on the average frame rate, so variable-frame-rate clips are
+sampled evenly in time (an index-uniform pick is not time-uniform when the rate varies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MODES = ("uniform", "fps")
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    mode: str = "uniform"  # "uniform": num_frames spread over the clip; "fps": a fixed rate
+    num_frames: int = 8  # uniform: exactly this many frames
+    fps: float = 2.0  # fps mode: frames per second of video
+    max_frames: int = 32  # fps mode: cap; longer clips are thinned uniformly
+    min_frames: int = 2  # fps mode: short clips still give at least this many
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"video sampling mode must be one of {MODES}, got {self.mode!r}")
+        if self.num_frames < 1 or self.max_frames < 1 or self.min_frames < 1:
+            raise ValueError("num_frames, max_frames and min_frames must be >= 1")
+        if self.mode == "fps" and self.fps <= 0:
+            raise ValueError(f"sampling fps must be > 0, got {self.fps}")
+        if self.min_frames > self.max_frames:
+            raise ValueError(f"min_frames ({self.min_frames}) > max_frames ({self.max_frames})")
+
+
+def _nearest(timestamps: np.ndarray, targets: np.ndarray) -> list[int]:
+    """Index of the frame whose start time is closest to each target time."""
+    right = np.clip(np.searchsorted(timestamps, targets), 1, len(timestamps) - 1)
+    left = right - 1
+    pick = np.where(targets - timestamps[left] <= timestamps[right] - targets, left, right)
+    return [int(i) for i in pick]
+
+
+def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> list[int]:
+    """Frame indices to decode, given each frame's start time (seconds, ascending)."""
+    n = len(timestamps)
+    if n == 0:
+        raise ValueError("the clip has no frames")
+    if n == 1:
+        return [0] * (spec.num_frames if spec.mode == "uniform" else spec.min_frames)
+    timestamps = np.asarray(timestamps, dtype=np.float64)
+    duration = max(float(duration), float(timestamps[-1]))
+    if spec.mode == "uniform":
+        count = spec.num_frames
+    else:
+        count = int(np.clip(np.floor(duration * spec.fps), spec.min_frames, spec.max_frames))
+    # centres of `count` equal time segments: symmetric, never both ends of the clip
+    targets = timestamps[0] + (np.arange(count) + 0.5) * (duration - timestamps[0]) / count
+    return _nearest(timestamps, targets)

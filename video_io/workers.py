@@ -1,0 +1,169 @@
+"""Decode clips in worker processes, with a deadline per clip.
+
+A native decoder can hang inside C code holding the GIL, or crash the process: neither can be
+caught in-process. Each worker here is a process of its own; a clip that overruns its deadline
+gets its worker killed and replaced, a worker that dies is replaced, and either way the clip
+comes back as an error result and the stream goes on.
+
+Back-pressure: a worker gets a new clip only when the consumer has taken the previous result,
+so at most `workers` decoded clips wait in memory however slow the consumer is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Iterable, Iterator
+
+from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
+
+
+@dataclass
+class DecodeResult:
+    path: str
+    clip: Clip | None
+    error: str | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.clip is not None
+
+
+def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> DecodeResult:
+    started = time.perf_counter()
+    try:
+        clip = decode_fn(path, spec)
+        return DecodeResult(path, clip, None, time.perf_counter() - started)
+    except DecodeError as exc:
+        return DecodeResult(path, None, str(exc), time.perf_counter() - started)
+    except Exception as exc:  # a bug or an unexpected library error: still one clip, not the job
+        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return DecodeResult(path, None, f"unexpected decoder error: {detail}", time.perf_counter() - started)
+
+
+def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
+    while True:
+        try:
+            path = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if path is None:
+            return
+        conn.send(_decode_to_result(path, spec, decode_fn))
+
+
+class _Worker:
+    def __init__(self, ctx, spec: DecodeSpec, decode_fn):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, spec, decode_fn), daemon=True)
+        self.process.start()
+        child.close()
+        self.path: str | None = None
+        self.started = 0.0
+
+    def give(self, path: str) -> None:
+        self.path, self.started = path, time.perf_counter()
+        self.conn.send(path)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self.process.join(timeout=2)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        self.conn.close()
+
+
+class DecodePool:
+    """`with DecodePool(spec, workers=2, timeout_s=60) as pool: for r in pool.imap(paths): ...`
+
+    Results arrive in completion order; each names its path. `workers=0` decodes in the calling
+    process (no deadline: for debugging and tiny inputs only). `decode_fn` must be a module-level
+    function (workers are spawned) with decode_clip's signature; tests use it to inject hangs.
+    """
+
+    def __init__(self, spec: DecodeSpec, workers: int = 2, timeout_s: float = 60.0,
+                 start_method: str = "spawn", decode_fn=decode_clip):
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        if timeout_s <= 0:
+            raise ValueError(f"decode timeout must be > 0 s, got {timeout_s}")
+        self.spec, self.n_workers, self.timeout_s = spec, workers, timeout_s
+        self.decode_fn = decode_fn
+        self._ctx = mp.get_context(start_method)
+        self._workers: list[_Worker] = []
+        self.restarts = 0
+
+    def __enter__(self) -> "DecodePool":
+        self._workers = [_Worker(self._ctx, self.spec, self.decode_fn) for _ in range(self.n_workers)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.stop()
+        self._workers = []
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        self._workers[self._workers.index(worker)] = _Worker(self._ctx, self.spec, self.decode_fn)
+        self.restarts += 1
+
+    def imap(self, paths: Iterable[str]) -> Iterator[DecodeResult]:
+        if self.n_workers == 0:
+            for path in paths:
+                yield _decode_to_result(str(path), self.spec, self.decode_fn)
+            return
+        if not self._workers:
+            raise RuntimeError("use DecodePool as a context manager: `with DecodePool(...) as pool`")
+        todo = iter(paths)
+        exhausted = False
+        ready: deque[DecodeResult] = deque()
+        while True:
+            for worker in self._workers:  # keep every idle worker busy
+                if worker.path is None and not exhausted:
+                    path = next(todo, None)
+                    if path is None:
+                        exhausted = True
+                    else:
+                        worker.give(str(path))
+            busy = [w for w in self._workers if w.path is not None]
+            if not busy and not ready:
+                return
+            if not ready:
+                now = time.perf_counter()
+                deadline = min(w.started + self.timeout_s for w in busy)
+                for conn in wait([w.conn for w in busy], timeout=max(0.0, deadline - now)):
+                    worker = next(w for w in busy if w.conn is conn)
+                    try:
+                        ready.append(conn.recv())
+                        worker.path = None
+                    except (EOFError, OSError):
+                        code = worker.process.exitcode
+                        ready.append(DecodeResult(worker.path, None,
+                                                  f"decoder process died (exit code {code})",
+                                                  time.perf_counter() - worker.started))
+                        self._replace(worker)
+                now = time.perf_counter()
+                for worker in [w for w in busy if w.path is not None and now - w.started > self.timeout_s]:
+                    ready.append(DecodeResult(worker.path, None,
+                                              f"decode timed out after {self.timeout_s:g}s (decoder killed)",
+                                              now - worker.started))
+                    self._replace(worker)
+            while ready:
+                yield ready.popleft()
