@@ -18,8 +18,9 @@ def _size(text: str) -> tuple[int, int]:
         width, height = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"--size must look like 112x112, got {text!r}") from None
-    if width < 32 or height < 32 or width % 2 or height % 2:
-        raise argparse.ArgumentTypeError(f"--size needs even sides of at least 32 px, got {text!r}")
+    if width < 32 or height < 32 or width % 2 or height % 4:
+        raise argparse.ArgumentTypeError(
+            f"--size needs sides of at least 32 px, an even width and a height divisible by 4, got {text!r}")
     return width, height
 
 

@@ -1,0 +1,43 @@
+"""Shared fixtures: a small synthetic clip folder, the embedded model, Hydra composition."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every model here is local; never reach a hub
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from caption.config import CONF_DIR, REPO_ROOT  # noqa: E402
+from video_io.synth.dataset import SynthSpec, generate_dataset  # noqa: E402
+
+MODEL_DIR = REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny"
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory) -> Path:
+    """Six synthetic clips (seed 11) with references.jsonl; read-only for tests."""
+    folder = tmp_path_factory.mktemp("synth")
+    generate_dataset(folder, n=6, seed=11, spec=SynthSpec())
+    return folder
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    assert (MODEL_DIR / "config.json").exists(), f"embedded model missing at {MODEL_DIR}"
+    return MODEL_DIR
+
+
+@pytest.fixture
+def compose_config():
+    """compose_config(["engine=hf", ...]) -> the job's DictConfig, as `caption` would build it."""
+
+    def _compose(overrides: list[str]):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides)
+
+    return _compose
