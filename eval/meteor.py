@@ -286,18 +286,27 @@ class Scorer:
         segs = [self.segment(h, r) for h, r in zip(hyps, refs)]
         return CorpusResult(segs, aggregate([s.stats for s in segs], self.params))
 
-    def score_texts(self, predictions: Sequence[str], references: Sequence[Sequence[str] | str]) -> CorpusResult:
+    def tokenize(self, predictions: Sequence[str], references: Sequence[Sequence[str] | str]):
+        """Tokenize predictions and their references in one batch.
+
+        ``references[k]`` is a list of reference strings (or one string) for
+        ``predictions[k]``.  Returns ``(hyp_tokens, ref_tokens)``."""
+        if len(predictions) != len(references):
+            raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
         tok = _resolve_tokenizer(self.tokenizer)
         refs = [[r] if isinstance(r, str) else list(r) for r in references]
-        flat = list(predictions) + [r for rs in refs for r in rs]
-        toks = tok(flat)
+        toks = tok(list(predictions) + [r for rs in refs for r in rs])
         hyps = toks[: len(predictions)]
         pos = len(predictions)
         ref_toks = []
         for rs in refs:
             ref_toks.append(toks[pos: pos + len(rs)])
             pos += len(rs)
-        return self.corpus(hyps, ref_toks)
+        return hyps, ref_toks
+
+    def score_texts(self, predictions: Sequence[str], references: Sequence[Sequence[str] | str]) -> CorpusResult:
+        """Tokenize with ``self.tokenizer`` and score (corpus + segments)."""
+        return self.corpus(*self.tokenize(predictions, references))
 
 
 def aggregate(stats: Sequence[MeteorStats], params: MeteorParams) -> MeteorStats:

@@ -30,7 +30,8 @@ splits on any Unicode whitespace; the jar splits only on space, tab, CR, LF
 and form feed, so e.g. an ideographic space U+3000 would stay inside a jar
 token.)
 
-Kiwi is created lazily on first use (about 1 s) and shared; lists of texts
+Kiwi is created lazily on first use (about 3 s including its first analysis,
+which finishes loading the model) and shared; lists of texts
 are analysed in one batched call (``num_workers=2``).
 """
 
@@ -56,6 +57,9 @@ class WhitespaceTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         return text.split()
+
+    def load(self) -> None:
+        """Nothing to load."""
 
 
 class KiwiTokenizer:
@@ -89,8 +93,14 @@ class KiwiTokenizer:
                             "the kiwi tokenizer needs kiwipiepy and kiwipiepy-model "
                             "(pip install kiwipiepy kiwipiepy-model)"
                         ) from exc
-                    self._kiwi = Kiwi(num_workers=self.num_workers)
+                    kiwi = Kiwi(num_workers=self.num_workers)
+                    kiwi.tokenize("가")  # the first analysis finishes loading the model (~2 s)
+                    self._kiwi = kiwi
         return self._kiwi
+
+    def load(self) -> None:
+        """Load the Kiwi model now (otherwise on first use)."""
+        _ = self.kiwi
 
     def _prepare(self, text: str) -> str:
         if not isinstance(text, str):

@@ -8,7 +8,7 @@ jar in ``-stdio`` mode:
   function-word weighting with values where they change the score.
 
 Print the max differences with:
-    PYTHONPATH=. python -m pytest tests/eval/test_meteor_parity.py -s -k summary
+    PYTHONPATH=. python -m pytest tests/eval/test_meteor_parity.py -k summary
 """
 
 import json
@@ -84,7 +84,7 @@ def test_corpus_is_not_mean_of_segments():
 
 
 def test_parity_summary(capsys):
-    """Max |ours - jar| over all golden segments and corpora (printed with -s)."""
+    """Max |ours - jar| over all golden segments and corpora (always printed)."""
     lines = []
     for path in FILES:
         data, params = load(path)
