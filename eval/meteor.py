@@ -195,16 +195,14 @@ def alignment_stats(al: Alignment, params: MeteorParams) -> MeteorStats:
     ref_fw = [w.lower() in fw for w in al.ref] if fw else [False] * len(al.ref)
     tc, rc, tf, rf = ([0.0] * nstages for _ in range(4))
     for m in al.matches:
-        for i in range(m.mstart, m.mstart + m.mlength):
-            if hyp_fw[i]:
-                tf[m.stage] += 1
-            else:
-                tc[m.stage] += 1
-        for j in range(m.start, m.start + m.length):
-            if ref_fw[j]:
-                rf[m.stage] += 1
-            else:
-                rc[m.stage] += 1
+        if hyp_fw[m.mstart]:
+            tf[m.stage] += 1
+        else:
+            tc[m.stage] += 1
+        if ref_fw[m.start]:
+            rf[m.stage] += 1
+        else:
+            rc[m.stage] += 1
     st = MeteorStats(
         float(len(al.hyp)), float(len(al.ref)), float(sum(hyp_fw)), float(sum(ref_fw)),
         tc, rc, tf, rf, float(al.chunks),

@@ -27,6 +27,11 @@ behaviour it reproduces, in the reference's own terms:
 * If hypothesis and reference are identical token lists, only the first stage
   is run.
 
+Only word-to-word stages are supported (exact, stem, synonym; new ones
+subclass :class:`Matcher`).  METEOR's multi-word paraphrase stage, which has
+English tables only, is not implemented; the search relies on every match
+covering one word on each side.
+
 Tokens are compared as Python strings.  (The jar compares 32-bit Java string
 hashes, so it would also match two different words whose hashes collide; that
 is the only intended difference.)
@@ -54,12 +59,10 @@ DEFAULT_BEAM_SIZE = 40
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """One aligned span: ``ref[start:start+length]`` ~ ``hyp[mstart:mstart+mlength]``."""
+    """One aligned word pair: ``ref[start]`` ~ ``hyp[mstart]``."""
 
     start: int  # reference position
-    length: int
     mstart: int  # hypothesis position
-    mlength: int
     stage: int  # index of the matcher stage that proposed it
 
 
@@ -142,23 +145,23 @@ def count_chunks(matches: Sequence[Match]) -> int:
     """Chunks of a match list sorted by reference position: maximal runs that are
     contiguous in the reference and contiguous, in order, in the hypothesis."""
     chunks = 0
-    next_ref = -1
-    last_end = -1
+    prev = None
     for m in matches:
-        if last_end != -1 and (m.start != next_ref or m.mstart != last_end):
+        if prev is None or m.start != prev.start + 1 or m.mstart != prev.mstart + 1:
             chunks += 1
-        next_ref = m.start + m.length
-        last_end = m.mstart + m.mlength
-    if last_end != -1:
-        chunks += 1
+        prev = m
     return chunks
 
 
-# A partial alignment is a tuple, indexed by these constants.  Its first three
-# fields are the ranking key; ``CHOSEN`` is a linked list (match, rest) of the
-# matches picked by the search (fixed matches live in a shared array).
-NEG_TOTAL, CHUNKS, DIST, M1, M2, IDX, LAST, USED1, USED2, CHOSEN = range(10)
-_rank = itemgetter(NEG_TOTAL, CHUNKS, DIST)
+# A partial alignment is a tuple (-matched, chunks, distance, matched, last,
+# used, chosen): the first three fields are the ranking key; ``matched`` is
+# the search-weighted match count of one side (both sides grow alike for
+# word-to-word matches); ``last`` is one past the hypothesis position of the
+# previous match, -1 after a gap; ``used`` is a bit set of used hypothesis
+# positions; ``chosen`` a linked list (match, rest) of the matches picked by
+# the search (fixed matches live in a shared array).
+_rank = itemgetter(0, 1, 2)
+_CHOSEN = 6
 
 
 def _candidates(hyp, ref, stages):
@@ -167,7 +170,7 @@ def _candidates(hyp, ref, stages):
     cov2 = [0] * len(ref)
     for s, stage in enumerate(stages):
         for j, i in stage.pairs(hyp, ref):
-            cands[j].append(Match(j, 1, i, 1, s))
+            cands[j].append(Match(j, i, s))
             cov1[i] += 1
             cov2[j] += 1
     return cands, cov1, cov2
@@ -178,110 +181,88 @@ def align(
     ref: Sequence[str],
     stages: Sequence[Matcher] = (ExactMatcher(),),
     beam_size: int = DEFAULT_BEAM_SIZE,
-    candidates: Callable | None = None,
 ) -> Alignment:
-    """Align ``hyp`` to ``ref`` the way METEOR 1.5 does (see module docstring).
-
-    ``candidates`` may replace the built-in candidate collection (it must
-    return ``(cands, cov1, cov2)`` like ``_candidates``); it exists so that
-    multi-word matchers can be plugged in without touching the search.
-    """
+    """Align ``hyp`` to ``ref`` the way METEOR 1.5 does (see module docstring)."""
     if list(hyp) == list(ref):
         stages = stages[:1]
-    cands, cov1, cov2 = (candidates or _candidates)(hyp, ref, stages)
-    weights = [st.search_weight for st in stages]
+    cands, cov1, cov2 = _candidates(hyp, ref, stages)
     n = len(ref)
 
     # Unambiguous matches are fixed before the search.
     fixed: list[Match | None] = [None] * n
-    used1 = used2 = 0
+    used = 0
     ambiguous = False
     for j in range(n):
         cj = cands[j]
         if not cj:
             continue
-        if len(cj) == 1:
-            m = cj[0]
-            if all(cov2[k] == 1 for k in range(m.start, m.start + m.length)) and all(
-                cov1[k] == 1 for k in range(m.mstart, m.mstart + m.mlength)
-            ):
-                fixed[j] = m
-                used2 |= ((1 << m.length) - 1) << m.start
-                used1 |= ((1 << m.mlength) - 1) << m.mstart
-                continue
-        ambiguous = True
+        if len(cj) == 1 and cov2[j] == 1 and cov1[cj[0].mstart] == 1:
+            fixed[j] = cj[0]
+            used |= 1 << cj[0].mstart
+        else:
+            ambiguous = True
 
     if not ambiguous:
         # Every candidate is fixed: the search has a single path.
         matches = [m for m in fixed if m is not None]
         return Alignment(hyp, ref, matches, count_chunks(matches))
 
-    best = _beam_search(cands, fixed, used1, used2, weights, n, beam_size)
-    chosen = []
-    node = best[CHOSEN]
+    weights = [st.search_weight for st in stages]
+    best = _beam_search(cands, fixed, used, weights, n, beam_size)
+    matches = [m for m in fixed if m is not None]
+    node = best[_CHOSEN]
     while node is not None:
-        chosen.append(node[0])
+        matches.append(node[0])
         node = node[1]
-    matches = sorted([m for m in fixed if m is not None] + chosen, key=lambda m: m.start)
+    matches.sort(key=lambda m: m.start)
     return Alignment(hyp, ref, matches, count_chunks(matches))
 
 
-def _beam_search(cands, fixed, used1, used2, weights, n, beam_size):
-    paths = [(0, 0, 0, 0, 0, 0, -1, used1, used2, None)]
-    for current in range(n + 1):
+def _beam_search(cands, fixed, used, weights, n, beam_size):
+    paths = [(0, 0, 0, 0, -1, used, None)]
+    for j in range(n + 1):
         paths.sort(key=_rank)
         if len(paths) > beam_size:
             del paths[beam_size:]
+        if j == n:
+            break
         nxt = []
         add = nxt.append
-        bit = 1 << current
-        for p in paths:
-            neg, chunks, dist, m1, m2, idx, last, u1, u2, chosen = p
-            if current == n:
-                # Close the open chunk of a finished path.
-                if last != -1:
-                    p = (neg, chunks + 1, dist, m1, m2, idx, last, u1, u2, chosen)
-                add(p)
-                continue
-            if u2 & bit:
-                if current < idx:
-                    add(p)  # inside a multi-word match taken earlier
-                    continue
-                m = fixed[idx]
-                if m is None:
-                    continue  # the reference drops such a path
-                w = weights[m.stage]
-                m1 = int(m1 + m.mlength * w)
-                m2 = int(m2 + m.length * w)
-                if last != -1 and m.mstart != last:
+        fm = fixed[j]
+        cj = cands[j]
+        if fm is not None:
+            # A fixed match: every path takes it.
+            w = weights[fm.stage]
+            i = fm.mstart
+            d = abs(j - i)
+            for neg, chunks, dist, m, last, u, chosen in paths:
+                m = int(m + w)
+                if last != -1 and last != i:
                     chunks += 1
-                add(
-                    (-(m1 + m2), chunks, dist + abs(m.start - m.mstart), m1, m2,
-                     m.start + m.length, m.mstart + m.mlength, u1, u2, chosen)
-                )
-                continue
-            for m in cands[current]:
-                mask1 = ((1 << m.mlength) - 1) << m.mstart
-                mask2 = ((1 << m.length) - 1) << m.start
-                if u1 & mask1 or u2 & mask2:
-                    continue
-                w = weights[m.stage]
-                n1 = int(m1 + m.mlength * w)
-                n2 = int(m2 + m.length * w)
-                c = chunks + 1 if (last != -1 and m.mstart != last) else chunks
-                add(
-                    (-(n1 + n2), c, dist, n1, n2, m.start + m.length, m.mstart + m.mlength,
-                     u1 | mask1, u2 | mask2, (m, chosen))
-                )
-                # Reference quirk: the tried match's distance lands on the
-                # path that continues without it.
-                dist += abs(m.start - m.mstart)
-            if last != -1:
-                chunks += 1
-            add((-(m1 + m2), chunks, dist, m1, m2, idx + 1, -1, u1, u2, chosen))
-        if not nxt:
-            # The reference warns and continues with its best path.
-            nxt.append(paths[0])
+                add((-m, chunks, dist + d, m, i + 1, u, chosen))
+        elif not cj:
+            # Nothing to match here: every path skips, closing its chunk.
+            for p in paths:
+                if p[4] == -1:
+                    add(p)
+                else:
+                    neg, chunks, dist, m, last, u, chosen = p
+                    add((neg, chunks + 1, dist, m, -1, u, chosen))
+        else:
+            opts = [(mt, mt.mstart, 1 << mt.mstart, weights[mt.stage], abs(j - mt.mstart)) for mt in cj]
+            for neg, chunks, dist, m, last, u, chosen in paths:
+                for mt, i, bit, w, d in opts:
+                    if u & bit:
+                        continue
+                    k = int(m + w)
+                    add((-k, chunks + 1 if (last != -1 and last != i) else chunks, dist, k, i + 1,
+                         u | bit, (mt, chosen)))
+                    # Reference quirk: the tried match's distance lands on the
+                    # path that continues without it.
+                    dist += d
+                add((neg, chunks + 1 if last != -1 else chunks, dist, m, -1, u, chosen))
         paths = nxt
+    # Close the open chunk of each finished path, then rank once more.
+    paths = [p if p[4] == -1 else (p[0], p[1] + 1) + p[2:] for p in paths]
     paths.sort(key=_rank)
     return paths[0]

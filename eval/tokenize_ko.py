@@ -32,7 +32,10 @@ token.)
 
 Kiwi is created lazily on first use (about 3 s including its first analysis,
 which finishes loading the model) and shared; lists of texts
-are analysed in one batched call (``num_workers=2``).
+are analysed in one batched call (``num_workers=2``).  Results are kept in an
+in-process cache (by normalized text), so duplicate texts and references
+scored again (e.g. every epoch through the ``evaluate`` module) are analysed
+once.
 """
 
 from __future__ import annotations
@@ -73,11 +76,14 @@ class KiwiTokenizer:
         lowercase: bool = True,
         normalization: str | None = "NFKC",
         num_workers: int = 2,
+        cache_size: int = 200_000,
     ):
         self.keep_punct = keep_punct
         self.lowercase = lowercase
         self.normalization = normalization
         self.num_workers = num_workers
+        self.cache_size = cache_size
+        self._cache: dict[str, tuple[str, ...]] = {}  # normalized text -> tokens
         self._kiwi = None
         self._lock = threading.Lock()
 
@@ -126,18 +132,19 @@ class KiwiTokenizer:
 
     def __call__(self, texts: Sequence[str]) -> list[list[str]]:
         prepared = [self._prepare(t) for t in texts]
-        out: list[list[str]] = [[] for _ in prepared]
-        todo = [k for k, t in enumerate(prepared) if t.strip()]
-        if not todo:
-            return out
-        kiwi = self.kiwi
-        if len(todo) > 1 and self.num_workers > 1:
-            analysed: Iterable = kiwi.tokenize([prepared[k] for k in todo])
-        else:
-            analysed = (kiwi.tokenize(prepared[k]) for k in todo)
-        for k, toks in zip(todo, analysed):
-            out[k] = self._tokens(toks)
-        return out
+        cache = self._cache
+        todo = list(dict.fromkeys(t for t in prepared if t.strip() and t not in cache))
+        if todo:
+            kiwi = self.kiwi
+            if len(todo) > 1 and self.num_workers > 1:
+                analysed: Iterable = kiwi.tokenize(todo)
+            else:
+                analysed = (kiwi.tokenize(t) for t in todo)
+            if len(cache) + len(todo) > self.cache_size:
+                cache.clear()
+            for t, toks in zip(todo, analysed):
+                cache[t] = tuple(self._tokens(toks))
+        return [list(cache[t]) if t.strip() else [] for t in prepared]
 
 
 TOKENIZERS: dict[str, Callable[[], Callable[[Sequence[str]], list[list[str]]]]] = {

@@ -147,7 +147,7 @@ def test_later_stages_skip_identical_words_and_identical_sentences():
 
 
 def test_count_chunks():
-    m = lambda j, i: Match(j, 1, i, 1, 0)  # noqa: E731
+    m = lambda j, i: Match(j, i, 0)  # noqa: E731
     assert count_chunks([]) == 0
     assert count_chunks([m(0, 0), m(1, 1), m(2, 2)]) == 1
     assert count_chunks([m(0, 0), m(2, 1)]) == 2  # gap in the reference

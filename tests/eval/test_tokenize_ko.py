@@ -73,3 +73,19 @@ def test_get_tokenizer():
     assert get_tokenizer("kiwi") is get_tokenizer("kiwi")
     with pytest.raises(ValueError, match="unknown tokenizer"):
         get_tokenizer("mecab")
+
+
+def test_cache_returns_fresh_lists_and_same_tokens(kiwi_tokenizer):
+    a = kiwi_tokenizer(["바닷가에 파도가 친다", "바닷가에 파도가 친다"])
+    assert a[0] == a[1] and a[0] is not a[1]
+    a[0].append("x")
+    assert kiwi_tokenizer(["바닷가에 파도가 친다"])[0] == a[1]
+
+
+def test_cache_is_bounded():
+    tok = KiwiTokenizer(cache_size=2)
+    tok._kiwi = get_tokenizer("kiwi").kiwi
+    assert tok(["하늘", "구름", "바다"]) == [["하늘"], ["구름"], ["바다"]]
+    assert len(tok._cache) <= 3
+    tok(["숲"])
+    assert len(tok._cache) == 1
