@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 import subprocess
 import sys
 import tempfile
