@@ -1,0 +1,215 @@
+"""Reading caption predictions and reference files (JSONL) for ``caption-meteor``.
+
+Every problem with the input raises :class:`InputError` whose message names
+the file and line; the CLI prints it as one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["InputError", "Prediction", "Reference", "read_predictions", "read_references", "match"]
+
+STATUSES = ("ok", "error")
+NONE_LABEL = "none"  # --adapter/--prompt value selecting records without that field
+
+
+class InputError(Exception):
+    """Bad input; the message is a complete one-line explanation."""
+
+
+@dataclass
+class Reference:
+    video: str
+    references: list[str]
+    line: int
+
+
+@dataclass
+class Prediction:
+    video: str
+    caption: str | None
+    status: str
+    error: str | None
+    line: int
+    adapter: str = NONE_LABEL
+    prompt: str = NONE_LABEL
+    extra: dict = field(default_factory=dict)
+
+
+def _lines(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for no, raw in enumerate(fh, 1):
+                if raw.strip():
+                    yield no, raw
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a JSONL file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _records(path: Path):
+    for no, raw in _lines(path):
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{path}:{no}: expected a JSON object, got {type(rec).__name__}")
+        yield no, rec
+
+
+def _video(path, no, rec) -> str:
+    if "video" not in rec:
+        raise InputError(f"{path}:{no}: missing field 'video'")
+    v = rec["video"]
+    if not isinstance(v, str) or not v.strip():
+        raise InputError(f"{path}:{no}: field 'video' must be a non-empty string")
+    return v.strip()
+
+
+def _label(path, no, rec, name) -> str:
+    v = rec.get(name)
+    if v is None:
+        return NONE_LABEL
+    if isinstance(v, (str, int, float)):
+        return str(v)
+    raise InputError(f"{path}:{no}: field '{name}' must be a string or null")
+
+
+def read_references(path: Path, field_name: str = "references") -> list[Reference]:
+    """One record per clip: ``{"video": ..., field_name: [str, ...], ...}``."""
+    refs: list[Reference] = []
+    seen: dict[str, int] = {}
+    for no, rec in _records(path):
+        video = _video(path, no, rec)
+        if field_name not in rec:
+            raise InputError(f"{path}:{no}: missing field '{field_name}' (choose the list with --field)")
+        lst = rec[field_name]
+        if not isinstance(lst, list):
+            raise InputError(f"{path}:{no}: field '{field_name}' must be a list of strings")
+        if not lst:
+            raise InputError(f"{path}:{no}: empty reference list in '{field_name}' for video '{video}'")
+        for k, r in enumerate(lst):
+            if not isinstance(r, str) or not r.strip():
+                raise InputError(f"{path}:{no}: reference {k} of '{video}' is empty or not a string")
+        if video in seen:
+            raise InputError(f"{path}:{no}: video '{video}' already listed on line {seen[video]}")
+        seen[video] = no
+        refs.append(Reference(video, list(lst), no))
+    if not refs:
+        raise InputError(f"{path}: no reference records")
+    return refs
+
+
+def read_predictions(path: Path) -> list[Prediction]:
+    """Caption job output: ``{"video", "caption", "status": ok|error, "error", ...}``."""
+    preds = []
+    for no, rec in _records(path):
+        video = _video(path, no, rec)
+        if "status" not in rec:
+            raise InputError(f"{path}:{no}: missing field 'status' (expected 'ok' or 'error')")
+        status = rec["status"]
+        if status not in STATUSES:
+            raise InputError(f"{path}:{no}: field 'status' is {status!r}, expected 'ok' or 'error'")
+        caption = rec.get("caption")
+        if status == "ok":
+            if "caption" not in rec:
+                raise InputError(f"{path}:{no}: missing field 'caption' in a record with status 'ok'")
+            if not isinstance(caption, str):
+                raise InputError(f"{path}:{no}: field 'caption' must be a string when status is 'ok'")
+        err = rec.get("error")
+        preds.append(Prediction(
+            video, caption if isinstance(caption, str) else None, status,
+            None if err is None else str(err), no,
+            _label(path, no, rec, "adapter"), _label(path, no, rec, "prompt"),
+        ))
+    return preds
+
+
+def _base(video: str) -> str:
+    return posixpath.basename(video.replace("\\", "/"))
+
+
+@dataclass
+class Matched:
+    by_video: dict[str, Prediction]  # reference video -> its prediction
+    extra: list[Prediction]  # predictions for videos not in REFS
+    variants: list[tuple[str, str]]  # (adapter, prompt) pairs present after selection
+
+
+def match(
+    preds: list[Prediction],
+    refs: list[Reference],
+    pred_path: Path,
+    adapter: str | None = None,
+    prompt: str | None = None,
+) -> Matched:
+    """Pair predictions with reference videos by the ``video`` key.
+
+    A prediction's ``video`` (a path relative to the captioned folder) matches
+    a reference ``video`` equal to it, or else the one reference with the same
+    file name.  ``adapter``/``prompt`` keep only records with that label
+    (``"none"`` selects records without the field).  More than one record for
+    a reference video after that selection is an error that says how to pick.
+    """
+    all_variants = sorted({(p.adapter, p.prompt) for p in preds})
+    if adapter is not None:
+        preds = [p for p in preds if p.adapter == adapter]
+    if prompt is not None:
+        preds = [p for p in preds if p.prompt == prompt]
+    if not preds and all_variants and (adapter is not None or prompt is not None):
+        have = ", ".join(f"adapter={a} prompt={q}" for a, q in all_variants)
+        raise InputError(f"{pred_path}: no record matches the selection; records have: {have}")
+
+    exact = {r.video: r for r in refs}
+    by_name: dict[str, list[Reference]] = {}
+    for r in refs:
+        by_name.setdefault(_base(r.video), []).append(r)
+
+    chosen: dict[str, list[Prediction]] = {}
+    extra = []
+    for p in preds:
+        ref = exact.get(p.video)
+        if ref is None:
+            cands = by_name.get(_base(p.video), [])
+            ref = cands[0] if len(cands) == 1 else None
+        if ref is None:
+            extra.append(p)
+        else:
+            chosen.setdefault(ref.video, []).append(p)
+
+    for video, ps in chosen.items():
+        if len(ps) > 1:
+            lines = ", ".join(str(p.line) for p in ps)
+            labels = sorted({(p.adapter, p.prompt) for p in ps})
+            if len(labels) > 1:
+                adapters = sorted({a for a, _ in labels})
+                prompts = sorted({q for _, q in labels})
+                if len(prompts) == 1:
+                    opts = " or ".join(f"--adapter {a}" for a in adapters)
+                elif len(adapters) == 1:
+                    opts = " or ".join(f"--prompt {q}" for q in prompts)
+                else:
+                    opts = " or ".join(f"'--adapter {a} --prompt {q}'" for a, q in labels)
+                raise InputError(
+                    f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) from "
+                    f"different adapters/prompts; select one with {opts}")
+            raise InputError(
+                f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) with the "
+                f"same adapter/prompt; remove the duplicates")
+
+    if preds and not chosen:
+        raise InputError(
+            f"{pred_path}: no prediction matches a reference video (e.g. prediction "
+            f"'{preds[0].video}' vs reference '{refs[0].video}'); are these the right files?")
+    variants = sorted({(p.adapter, p.prompt) for ps in chosen.values() for p in ps})
+    return Matched({v: ps[0] for v, ps in chosen.items()}, extra, variants)

@@ -1,0 +1,256 @@
+"""caption-meteor: matching, reporting and bad-input handling."""
+
+import csv
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eval.cli import main
+from eval.meteor import meteor_score
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REFS = [
+    {"video": "a.mp4", "references": ["a man walks in a park", "a man is walking", "man walks"],
+     "references_detailed": ["a tall man walks slowly in a green park"], "attributes": {}},
+    {"video": "b.mp4", "references": ["waves break on a beach", "the sea is rough", "waves"], "attributes": {}},
+    {"video": "c.mp4", "references": ["cars drive at night", "a city street at night", "night traffic"],
+     "attributes": {}},
+    {"video": "d.mp4", "references": ["snow covers the forest", "a snowy forest", "winter trees"],
+     "attributes": {}},
+]
+PREDS = [
+    {"video": "clips/a.mp4", "caption": "a man walks in the park", "status": "ok", "error": None},
+    {"video": "clips/b.mp4", "caption": None, "status": "error", "error": "decode failed"},
+    {"video": "clips/c.mp4", "caption": "cars at night", "status": "ok", "error": None, "elapsed_s": 1.2},
+    {"video": "clips/z.mp4", "caption": "a cat", "status": "ok", "error": None},
+]
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def files(tmp_path):
+    return write_jsonl(tmp_path / "pred.jsonl", PREDS), write_jsonl(tmp_path / "references.jsonl", REFS)
+
+
+def run_cli(capsys, *args):
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def expect_input_error(capsys, *args, contains=()):
+    rc, out, err = run_cli(capsys, *args)
+    assert rc == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for c in contains:
+        assert c in lines[0], lines[0]
+    return lines[0]
+
+
+def test_scores_counts_and_last_line_json(capsys, files):
+    pred, refs = files
+    rc, out, err = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    assert rc == 0, err
+    res = last_json(out)
+    assert set(res) == {"meteor", "n", "missing", "errors", "extra"}
+    assert (res["n"], res["missing"], res["errors"], res["extra"]) == (4, 1, 1, 1)
+    # error and missing videos are scored as empty captions, included in the corpus
+    expected = meteor_score(["a man walks in the park", "", "cars at night", ""],
+                            [r["references"] for r in REFS], tokenizer="whitespace")
+    assert res["meteor"] == pytest.approx(expected["meteor"], abs=1e-12)
+    for word in ("missing predictions", "d.mp4", "error records", "b.mp4", "extra predictions",
+                 "clips/z.mp4", "corpus METEOR", "mean segment METEOR", "precision", "recall",
+                 "fragmentation penalty"):
+        assert word in out
+
+
+def test_matches_by_video_key_not_position(capsys, tmp_path, files):
+    pred, refs = files
+    _, out1, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    shuffled = list(PREDS)
+    random.Random(0).shuffle(shuffled)
+    write_jsonl(pred, shuffled)
+    _, out2, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    assert last_json(out1) == last_json(out2)
+
+
+def test_exact_path_preferred_and_perfect_caption(capsys, tmp_path):
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "x/a.mp4", "references": ["p q r"]},
+                                             {"video": "y/a.mp4", "references": ["s t"]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"video": "y/a.mp4", "caption": "s t", "status": "ok"},
+                                             {"video": "x/a.mp4", "caption": "p q r", "status": "ok"}])
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["meteor"] == 1.0
+
+
+def test_per_item_csv(capsys, tmp_path, files):
+    pred, refs = files
+    csv_path = tmp_path / "items.csv"
+    rc, _, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--per-item", csv_path)
+    assert rc == 0
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    assert [r["video"] for r in rows] == ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]
+    assert [r["status"] for r in rows] == ["ok", "error", "ok", "missing"]
+    assert float(rows[1]["meteor"]) == 0.0 and rows[1]["error"] == "decode failed"
+    assert 0 < float(rows[0]["meteor"]) < 1 and rows[0]["caption"] == "a man walks in the park"
+
+
+def test_field_selects_reference_list(capsys, files):
+    pred, refs = files
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--field", "references")
+    base = last_json(out)["meteor"]
+    msg = expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--field", "references_detailed",
+                             contains=("references.jsonl:2", "references_detailed", "--field"))
+    assert msg.startswith("caption-meteor: error:")
+    assert base > 0
+
+
+def test_kiwi_tokenizer_default(capsys, tmp_path, kiwi_tokenizer):
+    refs = write_jsonl(tmp_path / "r.jsonl", [
+        {"video": "a.mp4", "references": ["남자가 공원에서 걷는다.", "공원을 산책하는 남자."]},
+        {"video": "b.mp4", "references": ["바닷가에 파도가 친다.", "해변으로 파도가 밀려온다."]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [
+        {"video": "b.mp4", "caption": "파도가 해변에 밀려온다", "status": "ok", "error": None},
+        {"video": "a.mp4", "caption": "남자가 공원을 걷고 있다.", "status": "ok", "error": None}])
+    rc, out, err = run_cli(capsys, pred, refs)
+    assert rc == 0, err
+    expected = meteor_score(["남자가 공원을 걷고 있다.", "파도가 해변에 밀려온다"],
+                            [["남자가 공원에서 걷는다.", "공원을 산책하는 남자."],
+                             ["바닷가에 파도가 친다.", "해변으로 파도가 밀려온다."]], tokenizer="kiwi")
+    assert last_json(out)["meteor"] == pytest.approx(expected["meteor"], abs=1e-12)
+    assert 0.2 < expected["meteor"] < 1.0
+
+
+def test_multiple_records_per_video_need_selection(capsys, tmp_path):
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "a.mp4", "references": ["p q"]},
+                                             {"video": "b.mp4", "references": ["r s"]}])
+    recs = [{"video": "a.mp4", "caption": "p q", "status": "ok", "adapter": "lora1", "prompt": "short"},
+            {"video": "a.mp4", "caption": "x", "status": "ok", "adapter": "base", "prompt": "short"},
+            {"video": "b.mp4", "caption": "r s", "status": "ok", "adapter": "lora1", "prompt": "short"},
+            {"video": "b.mp4", "caption": "y", "status": "ok", "prompt": "short"}]
+    pred = write_jsonl(tmp_path / "p.jsonl", recs)
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace",
+                       contains=("p.jsonl:2", "a.mp4", "--adapter lora1", "--adapter base"))
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--adapter", "lora1")
+    assert rc == 0 and last_json(out)["meteor"] == 1.0 and "lora1/short" in out
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--adapter", "none")
+    res = last_json(out)
+    assert rc == 0 and res["missing"] == 1 and res["meteor"] == 0.0
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--adapter", "lora9",
+                       contains=("no record matches", "adapter=lora1"))
+    write_jsonl(pred, recs[:1] + recs[:1])
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", contains=("duplicates", "lines 1, 2"))
+
+
+def test_empty_prediction_file_scores_zero(capsys, tmp_path, files):
+    _, refs = files
+    pred = tmp_path / "empty.jsonl"
+    pred.write_text("\n", encoding="utf-8")
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out) == {"meteor": 0.0, "n": 4, "missing": 4, "errors": 0, "extra": 0}
+
+
+BAD_PRED = [
+    ('{"video": "a.mp4", "caption": "x", "status": "ok"}\n{"video": "b.mp4", "capt', ("pred.jsonl:2", "malformed JSON")),
+    ('["a.mp4", "x"]\n', ("pred.jsonl:1", "JSON object")),
+    ('{"caption": "x", "status": "ok"}\n', ("pred.jsonl:1", "'video'")),
+    ('{"video": "a.mp4", "status": "ok"}\n', ("pred.jsonl:1", "'caption'")),
+    ('{"video": "a.mp4", "caption": null, "status": "ok"}\n', ("pred.jsonl:1", "'caption'")),
+    ('{"video": "a.mp4", "caption": "x"}\n', ("pred.jsonl:1", "'status'")),
+    ('{"video": "a.mp4", "caption": "x", "status": "done"}\n', ("pred.jsonl:1", "'status'")),
+    ('{"video": "", "caption": "x", "status": "ok"}\n', ("pred.jsonl:1", "'video'")),
+    ('{"video": "q.mp4", "caption": "x", "status": "ok"}\n', ("pred.jsonl", "no prediction matches", "q.mp4")),
+]
+
+
+@pytest.mark.parametrize("text,contains", BAD_PRED)
+def test_bad_prediction_files(capsys, tmp_path, files, text, contains):
+    _, refs = files
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text(text, encoding="utf-8")
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", contains=contains)
+
+
+BAD_REFS = [
+    ('{"video": "a.mp4", "references": ["x"]}\n{oops}\n', ("references.jsonl:2", "malformed JSON")),
+    ('{"video": "a.mp4", "references": []}\n', ("references.jsonl:1", "empty reference list")),
+    ('{"video": "a.mp4", "references": ["x", ""]}\n', ("references.jsonl:1", "reference 1")),
+    ('{"video": "a.mp4", "references": "x"}\n', ("references.jsonl:1", "list of strings")),
+    ('{"video": "a.mp4", "refs": ["x"]}\n', ("references.jsonl:1", "'references'")),
+    ('{"video": "a.mp4", "references": ["x"]}\n{"video": "a.mp4", "references": ["y"]}\n',
+     ("references.jsonl:2", "already listed on line 1")),
+    ("\n\n", ("references.jsonl", "no reference records")),
+]
+
+
+@pytest.mark.parametrize("text,contains", BAD_REFS)
+def test_bad_reference_files(capsys, tmp_path, files, text, contains):
+    pred, _ = files
+    refs = tmp_path / "references.jsonl"
+    refs.write_text(text, encoding="utf-8")
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", contains=contains)
+
+
+def test_missing_unreadable_files(capsys, tmp_path, files):
+    pred, refs = files
+    expect_input_error(capsys, tmp_path / "nope.jsonl", refs, contains=("nope.jsonl", "not found"))
+    expect_input_error(capsys, pred, tmp_path, contains=("directory",))
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes('{"video": "a.mp4", "references": ["caf\xe9"]}\n'.encode("latin-1"))
+    expect_input_error(capsys, pred, bad, contains=("latin1.jsonl", "UTF-8"))
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--per-item", tmp_path / "no" / "x.csv",
+                       contains=("x.csv", "cannot write"))
+
+
+def test_module_entry_point_subprocess(tmp_path, files):
+    pred, refs = files
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ok = subprocess.run([sys.executable, "-m", "eval.cli", str(pred), str(refs), "--tokenizer", "whitespace"],
+                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["n"] == 4
+    bad = subprocess.run([sys.executable, "-m", "eval.cli", str(tmp_path / "missing.jsonl"), str(refs)],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "missing.jsonl" in bad.stderr
+
+
+def test_console_script_is_declared():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["scripts"]["caption-meteor"] == "eval.cli:main"
+
+
+def test_a_few_hundred_korean_predictions_in_seconds(capsys, tmp_path, kiwi_tokenizer):
+    kiwi_tokenizer.load()
+    rng = random.Random(3)
+    words = ["남자가", "여자가", "공원에서", "바닷가에서", "천천히", "걷는다", "달린다", "파도가", "친다",
+             "하늘에", "구름이", "떠", "있다", "자동차가", "밤거리를", "지나간다", "아이들이", "논다"]
+    refs, preds = [], []
+    for k in range(300):
+        refs.append({"video": f"v{k}.mp4", "references": [" ".join(rng.choices(words, k=rng.randint(4, 12)))
+                                                          for _ in range(3)]})
+        preds.append({"video": f"dir/v{k}.mp4", "caption": " ".join(rng.choices(words, k=rng.randint(3, 12))),
+                      "status": "ok", "error": None})
+    r = write_jsonl(tmp_path / "r.jsonl", refs)
+    p = write_jsonl(tmp_path / "p.jsonl", preds)
+    t = time.perf_counter()
+    rc, out, _ = run_cli(capsys, p, r)
+    assert rc == 0 and last_json(out)["n"] == 300
+    assert time.perf_counter() - t < 10
