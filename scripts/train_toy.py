@@ -45,6 +45,18 @@ DECODE = DecodeSpec(sampling=SamplingSpec(mode="uniform", num_frames=8), width=5
 TRAIN_SEED, EVAL_SEED = 101, 202  # data set seeds; the held-out set used for the card is seed 303
 
 
+def synth_version() -> str:
+    """Hash of the generator's source: the data cache is rebuilt whenever the generator changes."""
+    import hashlib
+
+    import video_io.synth as synth
+
+    digest = hashlib.sha1()
+    for source in sorted(Path(synth.__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def _generate_part(args):
     folder, n, seed, start = args
     generate_dataset(Path(folder), n, seed, SynthSpec(), start=start)
@@ -195,8 +207,9 @@ def main() -> int:
     model = build_model(tokenizer, seed=args.seed)
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
 
-    train = make_split(args.work / f"train-{TRAIN_SEED}-{args.train_clips}", args.train_clips, TRAIN_SEED)
-    held = make_split(args.work / f"eval-{EVAL_SEED}-{args.eval_clips}", args.eval_clips, EVAL_SEED)
+    version = synth_version()
+    train = make_split(args.work / f"train-{TRAIN_SEED}-{args.train_clips}-{version}", args.train_clips, TRAIN_SEED)
+    held = make_split(args.work / f"eval-{EVAL_SEED}-{args.eval_clips}-{version}", args.eval_clips, EVAL_SEED)
     print(f"data ready in {time.perf_counter() - started:.0f}s")
     train_px, train_meta = decode_and_preprocess(train, processor)
     eval_px, eval_meta = decode_and_preprocess(held, processor)

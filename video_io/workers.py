@@ -154,6 +154,7 @@ class DecodePool:
                         ready.append(conn.recv())
                         worker.path = None
                     except (EOFError, OSError):
+                        worker.process.join(timeout=5)  # reap it, so its exit code is known
                         code = worker.process.exitcode
                         ready.append(DecodeResult(worker.path, None,
                                                   f"decoder process died (exit code {code})",

@@ -12,12 +12,17 @@ import numpy as np
 
 from video_io.synth.attributes import ClipAttributes
 
-SKY = {  # (top, horizon) colours
+SKY = {  # (top, horizon) colours of a clear sky
     "day": ((105, 165, 230), (185, 218, 245)),
     "sunset": ((95, 70, 140), (250, 150, 75)),
     "night": ((6, 10, 32), (28, 38, 75)),
 }
-OVERCAST = {"day": (150, 155, 165), "sunset": (150, 112, 105), "night": (34, 36, 44)}
+# Overcast skies: rain is dark blue-grey, snow pale grey, so weather shows in colour, not only
+# in the rain/snow texture (which is faint at the model's 56x56).
+OVERCAST = {
+    "rain": {"day": (110, 120, 135), "sunset": (120, 95, 100), "night": (22, 26, 36)},
+    "snow": {"day": (200, 205, 212), "sunset": (190, 165, 165), "night": (70, 72, 82)},
+}
 SHADE = {"day": 1.0, "sunset": 0.7, "night": 0.3}  # how lit the ground is
 FAST_TRAVEL, SLOW_TRAVEL = (0.45, 0.55), (0.22, 0.28)  # fraction of the frame crossed per clip
 
@@ -50,18 +55,20 @@ class _Canvas:
 
 def _draw_sky(cv: _Canvas, a: ClipAttributes, rng: np.random.Generator) -> None:
     top, horizon = SKY[a.time]
-    if a.weather != "clear":  # overcast: rain and snow skies are greyer
-        top = (_rgb(top) + _rgb(OVERCAST[a.time])) / 2
-        horizon = (_rgb(horizon) + _rgb(OVERCAST[a.time])) / 2
+    if a.weather != "clear":
+        grey = _rgb(OVERCAST[a.weather][a.time])
+        top, horizon = _rgb(top) * 0.25 + grey * 0.75, _rgb(horizon) * 0.25 + grey * 0.75
     t = cv.y[..., None]
     cv.img = _rgb(top) * (1 - t) + _rgb(horizon) * t
+    if a.weather != "clear":
+        return  # clouds hide the sun, the moon and the stars
     if a.time == "night":
         for _ in range(14):
             cv.fill(cv.disk(rng.uniform(0, 1), rng.uniform(0, 0.55), 0.008), (235, 235, 210))
         cv.fill(cv.disk(rng.uniform(0.1, 0.9), rng.uniform(0.08, 0.2), 0.05), (235, 232, 200))
     elif a.time == "sunset":
         cv.fill(cv.disk(rng.uniform(0.2, 0.8), 0.6, 0.09), (255, 190, 80))
-    elif a.weather == "clear":
+    else:
         cv.fill(cv.disk(rng.uniform(0.1, 0.9), rng.uniform(0.06, 0.16), 0.055), (255, 240, 150))
 
 
@@ -109,17 +116,19 @@ def _draw_ground(cv: _Canvas, a: ClipAttributes, rng: np.random.Generator) -> No
         cv.fill(cv.y >= horizon + 0.05, _rgb((70, 105, 55), s))
 
 
-def _draw_weather(cv: _Canvas, a: ClipAttributes, rng: np.random.Generator) -> None:
+def _draw_weather(cv: _Canvas, a: ClipAttributes, rng: np.random.Generator, ground: np.ndarray) -> None:
     # Static on purpose: moving particles would be a second, conflicting motion signal.
     if a.weather == "rain":
-        for _ in range(45):
-            x0, y0, length = rng.uniform(-0.05, 1), rng.uniform(-0.05, 1), rng.uniform(0.05, 0.08)
+        cv.img = np.where(ground[..., None], cv.img * 0.8, cv.img)  # wet, darker ground
+        for _ in range(40):
+            x0, y0, length = rng.uniform(-0.05, 1), rng.uniform(-0.05, 1), rng.uniform(0.08, 0.12)
             along = (cv.y - y0) / length
-            streak = (along >= 0) & (along <= 1) & (np.abs(cv.x - (x0 + 0.3 * (cv.y - y0))) <= 0.006)
-            cv.fill(streak, (190, 205, 230), alpha=0.75)
+            streak = (along >= 0) & (along <= 1) & (np.abs(cv.x - (x0 + 0.3 * (cv.y - y0))) <= 0.009)
+            cv.fill(streak, (175, 190, 220), alpha=0.8)
     elif a.weather == "snow":
-        for _ in range(55):
-            cv.fill(cv.disk(rng.uniform(0, 1), rng.uniform(0, 1), 0.011), (250, 250, 255), alpha=0.9)
+        cv.fill(ground, (235, 238, 245), alpha=0.55)  # snow cover
+        for _ in range(45):
+            cv.fill(cv.disk(rng.uniform(0, 1), rng.uniform(0, 1), 0.017), (252, 252, 255), alpha=0.95)
 
 
 def _object_layers(name: str, cv: _Canvas, cx: float, cy: float, size: float, night: bool):
@@ -194,9 +203,11 @@ def render_clip(a: ClipAttributes, rng: np.random.Generator, n_frames: int,
     """Frames of one clip as a (T, H, W, 3) uint8 array."""
     cv = _Canvas(width, height)
     _draw_sky(cv, a, rng)
+    sky = cv.img.copy()
     if a.scene != "sky":
         _draw_ground(cv, a, rng)
-    _draw_weather(cv, a, rng)
+    ground = np.abs(cv.img - sky).sum(-1) > 1  # whatever the scene drew over the sky
+    _draw_weather(cv, a, rng, ground)
     background = cv.img.copy()
 
     size = rng.uniform(0.28, 0.34)

@@ -1,0 +1,58 @@
+"""Config composition (real Hydra) and validation that fails before anything loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from caption.config import ConfigError, load_job_config
+
+
+def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synth_dir, tmp_path, model_dir):
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'out.jsonl'}"])
+    job = load_job_config(cfg)
+    assert job.engine == "vllm" and job.gpu["name"] == "cpu" and job.model.name == "vidcap-ko-tiny"
+    assert job.model.path == str(model_dir)
+    assert job.decode.width == 56 and job.decode.sampling.num_frames == 8
+    assert job.gpu["env"]["VLLM_CPU_KVCACHE_SPACE"] and job.gpu["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert job.summary_path == tmp_path / "out.jsonl.summary.json"
+
+
+def test_groups_switch(compose_config, synth_dir, tmp_path):
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "engine=hf",
+                          "video=fps", "video.fps=4", "tasks=[caption,keywords]"])
+    job = load_job_config(cfg)
+    assert job.engine == "hf" and job.engine_options["batch_size"] > 0
+    assert job.decode.sampling.mode == "fps" and job.decode.sampling.fps == 4.0
+    assert job.tasks == ("caption", "keywords")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([], "`input_dir` is required"),
+    (["input_dir=/nonexistent/clips"], "is not a folder"),
+    (["output=/nonexistent/dir/out.jsonl"], "does not exist"),
+    (["tasks=[poem]"], "`tasks=poem` is not valid"),
+    (["tasks=[]"], "`tasks` is empty"),
+    (["engine.name=tensorrt"], "`engine=tensorrt` is not valid"),
+    (["sampling.temperature=-1"], "sampling.temperature"),
+    (["sampling.min_new_tokens=100"], "exceeds"),
+    (["video.sampling=random"], "video.sampling"),
+    (["video.num_frames=0"], "video"),
+    (["video.timeout_s=0"], "video.timeout_s"),
+    (["video.ablation=shuffle"], "video.ablation"),
+    (["model.path=/nonexistent/model"], "model.path"),
+    (["model.family=gpt"], "model.family"),
+    (["limit=0"], "limit"),
+])
+def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, overrides, message):
+    args = {"input_dir": f"input_dir={synth_dir}", "output": f"output={tmp_path / 'o.jsonl'}"}
+    args.update((o.split("=")[0], o) for o in overrides)  # an override replaces the default of its key
+    if not overrides:
+        del args["input_dir"]
+    with pytest.raises(ConfigError, match=message):
+        load_job_config(compose_config(list(args.values())))
+
+
+def test_hub_ids_are_accepted_without_touching_the_hub(compose_config, synth_dir, tmp_path):
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}",
+                          "model.path=Qwen/Qwen2.5-VL-7B-Instruct"])
+    assert load_job_config(cfg).model.path == "Qwen/Qwen2.5-VL-7B-Instruct"

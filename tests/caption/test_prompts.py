@@ -1,0 +1,36 @@
+"""Prompt layout: Korean system prompt, then the video, then the instruction."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoProcessor
+
+from caption.prompts import FAMILIES, INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_shared_parts_come_first(family):
+    prompts = [build_prompt(family, task) for task in INSTRUCTIONS_KO]
+    system_at = prompts[0].index(SYSTEM_PROMPT_KO)
+    for task, prompt in zip(INSTRUCTIONS_KO, prompts):
+        video_at = prompt.index("<|video_pad|>" if "qwen" in family else "<video>")
+        assert system_at < video_at < prompt.index(INSTRUCTIONS_KO[task])
+    # the prompts of different tasks differ only after the video placeholder
+    shared = min(len(p) for p in prompts)
+    common = next(i for i in range(shared) if len({p[i] for p in prompts}) > 1)
+    assert common > prompts[0].index("<|video_pad|>" if "qwen" in family else "<video>")
+
+
+def test_qwen_prompt_equals_the_models_chat_template(model_dir):
+    processor = AutoProcessor.from_pretrained(model_dir)
+    for task, instruction in INSTRUCTIONS_KO.items():
+        messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": instruction}]}]
+        rendered = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        assert rendered == build_prompt("qwen2_5_vl", task)
+
+
+def test_unknown_family_and_task_name_the_choices():
+    with pytest.raises(ValueError, match="known: .*qwen2_5_vl"):
+        build_prompt("gpt5_vision")
+    with pytest.raises(ValueError, match="known: caption"):
+        build_prompt("qwen2_5_vl", "poem")

@@ -1,0 +1,18 @@
+"""Decoders that misbehave, for the worker-pool tests (module-level: workers are spawned)."""
+
+import os
+import time
+
+from video_io.decode import decode_clip
+
+
+def hang_on_name(path, spec):
+    if "hang" in os.path.basename(path):
+        time.sleep(3600)
+    return decode_clip(path, spec)
+
+
+def crash_on_name(path, spec):
+    if "crash" in os.path.basename(path):
+        os._exit(11)  # like a segfault in native code: no exception, the process is gone
+    return decode_clip(path, spec)

@@ -1,0 +1,83 @@
+"""Decoding with decord (decord2) and PyAV; bad files raise DecodeError with a reason."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from video_io.crawl import crawl_videos
+from video_io.decode import DecodeError, DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec
+
+
+def test_decord_decodes_sampled_resized_frames(synth_dir):
+    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), DecodeSpec(width=56, height=56))
+    assert clip.backend == "decord"
+    assert clip.frames.shape == (8, 56, 56, 3) and clip.frames.dtype == np.uint8
+    assert clip.indices == [2, 6, 10, 14, 18, 22, 26, 30]
+    assert clip.total_frames == 32 and clip.source_fps == 8.0 and clip.duration == pytest.approx(4.0)
+    meta = clip.metadata()
+    assert meta["frames_indices"] == clip.indices and meta["do_sample_frames"] is False
+
+
+def test_pyav_backend_gives_the_same_frames_at_source_size(synth_dir):
+    path = str(synth_dir / "clip_00001.mp4")
+    a = decode_clip(path, DecodeSpec(backend="decord"))
+    b = decode_clip(path, DecodeSpec(backend="pyav"))
+    assert a.indices == b.indices and np.array_equal(a.frames, b.frames)
+
+
+def test_fps_sampling(synth_dir):
+    spec = DecodeSpec(sampling=SamplingSpec("fps", fps=4.0, max_frames=32))
+    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), spec)
+    assert len(clip.indices) == 16
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "empty file"), (b"this is not a video\n" * 50, "Invalid data"),
+])
+def test_bad_files_raise_decode_error(tmp_path, content, reason):
+    path = tmp_path / "bad.mp4"
+    path.write_bytes(content)
+    with pytest.raises(DecodeError, match=reason):
+        decode_clip(str(path))
+
+
+def test_truncated_file_is_refused_or_decoded_partially_never_crashes(tmp_path, synth_dir):
+    data = (synth_dir / "clip_00003.mp4").read_bytes()
+    path = tmp_path / "cut.mp4"
+    path.write_bytes(data[: len(data) // 2])
+    try:
+        clip = decode_clip(str(path))
+        assert clip.frames.shape[0] == 8
+    except DecodeError as exc:
+        assert str(exc)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DecodeError, match="not a file"):
+        decode_clip(str(tmp_path / "nope.mp4"))
+
+
+def test_decord_failure_falls_back_to_pyav_only_in_auto(tmp_path):
+    path = tmp_path / "x.mp4"
+    path.write_bytes(b"\x00" * 4096)
+    with pytest.raises(DecodeError, match="decord: .*pyav: "):
+        decode_clip(str(path), DecodeSpec(backend="auto"))
+    with pytest.raises(DecodeError) as only_decord:
+        decode_clip(str(path), DecodeSpec(backend="decord"))
+    assert "pyav" not in str(only_decord.value)
+
+
+def test_crawl_is_recursive_sorted_and_keyed_by_relative_path(tmp_path, synth_dir):
+    (tmp_path / "b" / "deep").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", tmp_path / "b" / "deep" / "z.MP4")
+    shutil.copy(synth_dir / "clip_00001.mp4", tmp_path / "a.mkv")
+    shutil.copy(synth_dir / "clip_00002.mp4", tmp_path / ".hidden" / "c.mp4")
+    (tmp_path / "notes.txt").write_text("not a video")
+    assert [key for key, _ in crawl_videos(tmp_path)] == ["a.mkv", "b/deep/z.MP4"]
+    with pytest.raises(FileNotFoundError):
+        crawl_videos(tmp_path / "absent")

@@ -1,0 +1,52 @@
+"""The decode pool: results keyed by path, hung or crashing decoders cost one clip, not the job."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from video_io.decode import DecodeSpec
+from video_io.workers import DecodePool
+
+from tests.video_io.hanging_decoders import crash_on_name, hang_on_name
+
+
+def _folder(tmp_path, synth_dir, names):
+    for i, name in enumerate(names):
+        shutil.copy(synth_dir / f"clip_0000{i % 6}.mp4", tmp_path / name)
+    return [str(tmp_path / n) for n in names]
+
+
+def test_every_path_gets_exactly_one_result(tmp_path, synth_dir):
+    paths = _folder(tmp_path, synth_dir, [f"v{i}.mp4" for i in range(7)]) + [str(tmp_path / "missing.mp4")]
+    with DecodePool(DecodeSpec(width=56, height=56), workers=2, timeout_s=30) as pool:
+        results = list(pool.imap(paths))
+    assert sorted(r.path for r in results) == sorted(paths)
+    by_path = {r.path: r for r in results}
+    assert not by_path[str(tmp_path / "missing.mp4")].ok
+    assert all(by_path[p].ok and by_path[p].clip.frames.shape == (8, 56, 56, 3) for p in paths[:-1])
+
+
+def test_a_hung_decoder_is_killed_and_the_stream_goes_on(tmp_path, synth_dir):
+    paths = _folder(tmp_path, synth_dir, ["a.mp4", "hang.mp4", "b.mp4", "c.mp4"])
+    started = time.perf_counter()
+    with DecodePool(DecodeSpec(), workers=2, timeout_s=2, decode_fn=hang_on_name) as pool:
+        results = {r.path: r for r in pool.imap(paths)}
+        assert pool.restarts == 1
+    assert time.perf_counter() - started < 30
+    assert "timed out after 2s" in results[str(tmp_path / "hang.mp4")].error
+    assert all(results[str(tmp_path / n)].ok for n in ("a.mp4", "b.mp4", "c.mp4"))
+
+
+def test_a_crashing_decoder_is_replaced(tmp_path, synth_dir):
+    paths = _folder(tmp_path, synth_dir, ["crash.mp4", "a.mp4", "b.mp4"])
+    with DecodePool(DecodeSpec(), workers=1, timeout_s=30, decode_fn=crash_on_name) as pool:
+        results = {r.path: r for r in pool.imap(paths)}
+    assert "decoder process died (exit code 11)" in results[str(tmp_path / "crash.mp4")].error
+    assert results[str(tmp_path / "a.mp4")].ok and results[str(tmp_path / "b.mp4")].ok
+
+
+def test_in_process_mode(tmp_path, synth_dir):
+    paths = _folder(tmp_path, synth_dir, ["a.mp4"])
+    results = list(DecodePool(DecodeSpec(), workers=0).imap(paths))
+    assert len(results) == 1 and results[0].ok
