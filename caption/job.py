@@ -26,7 +26,9 @@ from video_io.decode import Clip
 from video_io.workers import DecodePool, DecodeResult
 
 
-def run_job(cfg: DictConfig) -> dict:
+def run_job(cfg: DictConfig, engine=None) -> dict:
+    """Run the job `cfg` describes; returns the summary. `engine`: an already loaded engine to
+    reuse (it stays open), e.g. across several jobs in one process."""
     job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
     tally = JobTally()
     videos = crawl_videos(job.input_dir)
@@ -35,11 +37,15 @@ def run_job(cfg: DictConfig) -> dict:
     todo = pending if job.limit is None else pending[: job.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
 
-    engine = build_engine(job, prompt_format(job.model.family).stop) if todo else None
+    owns_engine = engine is None
+    if owns_engine and todo:
+        engine = build_engine(job, prompt_format(job.model.family).stop)
+    if engine is not None:
+        engine.reset_stats()  # a reused engine reports this job's counters only
     tally.generation_started = time.perf_counter()
-    tally.start_progress(len(todo) * len(job.tasks), job.progress)
+    tally.start_progress(sum(not store.done(k) for key, _ in todo for k in _keys(job, key)), job.progress)
     try:
-        if engine is not None:
+        if todo:
             paths = {str(path): key for key, path in todo}
             with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
                 requests = _requests(pool.imap(paths), paths, job, store, tally)
@@ -47,8 +53,8 @@ def run_job(cfg: DictConfig) -> dict:
                     _write(store, tally, _result_record(result, job))
     finally:
         tally.close_progress()
-        stats = engine.stats() if engine is not None else {}
-        if engine is not None:
+        stats = engine.stats() if engine is not None and todo else {}
+        if owns_engine and engine is not None:
             engine.close()
         store.close()
     summary = tally.summary(job, stats)

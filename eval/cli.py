@@ -1,7 +1,7 @@
 """``caption-meteor PRED.jsonl REFS.jsonl``: corpus METEOR of a caption run.
 
 PRED is the caption job's JSONL output (one record per video with ``video``,
-``caption``, ``status`` ok|error, ``error``, optionally ``adapter``/``prompt``);
+``caption``, ``status`` ok|error, ``error``, optionally ``adapter``/``task``);
 REFS is ``references.jsonl`` (``video``, ``references``: list of captions).
 Records are matched by ``video`` (exact path, else file name), never by
 position.  Every reference video is scored: a video whose record has status
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--field", default="references",
                     help="which list of references in REFS to use (default: references)")
     ap.add_argument("--adapter", help="score only PRED records with this 'adapter' ('none': records without one)")
-    ap.add_argument("--prompt", help="score only PRED records with this 'prompt' ('none': records without one)")
+    ap.add_argument("--task", help="score only PRED records with this 'task' ('none': records without one); "
+                                   "default: 'caption' when the records carry tasks")
     ap.add_argument("--per-item", type=Path, metavar="CSV", help="write per-video segment scores to CSV")
     return ap
 
@@ -62,7 +63,9 @@ def _names(items, limit=LIST_MAX) -> str:
 def run(args) -> dict:
     refs = read_references(args.refs, args.field)
     preds = read_predictions(args.pred)
-    m = match(preds, refs, args.pred, args.adapter, args.prompt)
+    if args.task is None and any(p.task == "caption" for p in preds):
+        args.task = "caption"  # a job run with several tasks: references describe the caption task
+    m = match(preds, refs, args.pred, args.adapter, args.task)
 
     hyps, statuses = [], []
     for r in refs:
@@ -102,7 +105,7 @@ def run(args) -> dict:
         ("extra predictions", f"{len(m.extra)}{_names(p.video for p in m.extra)}"),
     ]
     if len(m.variants) > 1 or m.variants and m.variants[0] != ("none", "none"):
-        rows.append(("adapter/prompt", "; ".join(f"{a}/{q}" for a, q in m.variants)))
+        rows.append(("adapter/task", "; ".join(f"{a}/{q}" for a, q in m.variants)))
     rows += [
         ("tokenizer", f"{args.tokenizer} (field '{args.field}')"),
         ("precision", f"{summary['precision']:.4f}"),
@@ -133,7 +136,7 @@ def write_per_item(path: Path, refs, statuses, m, hyp_toks, result) -> None:
     with fh:
         w = csv.writer(fh)
         w.writerow(["video", "status", "meteor", "precision", "recall", "fragmentation_penalty", "chunks",
-                    "hyp_tokens", "ref_tokens", "matched_tokens", "best_reference", "adapter", "prompt",
+                    "hyp_tokens", "ref_tokens", "matched_tokens", "best_reference", "adapter", "task",
                     "caption", "error"])
         for r, status, toks, seg in zip(refs, statuses, hyp_toks, result.segments):
             st = seg.stats
@@ -141,7 +144,7 @@ def write_per_item(path: Path, refs, statuses, m, hyp_toks, result) -> None:
             w.writerow([
                 r.video, status, f"{st.score:.6f}", _num(st.precision), _num(st.recall),
                 _num(st.frag_penalty), int(st.chunks), len(toks), int(st.ref_len), int(st.test_matched),
-                seg.best_ref, p.adapter if p else "", p.prompt if p else "",
+                seg.best_ref, p.adapter if p else "", p.task if p else "",
                 (p.caption or "") if p else "", (p.error or "") if p else "",
             ])
 

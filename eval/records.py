@@ -14,7 +14,7 @@ from pathlib import Path
 __all__ = ["InputError", "Prediction", "Reference", "read_predictions", "read_references", "match"]
 
 STATUSES = ("ok", "error")
-NONE_LABEL = "none"  # --adapter/--prompt value selecting records without that field
+NONE_LABEL = "none"  # --adapter/--task value selecting records without that field
 
 
 class InputError(Exception):
@@ -36,7 +36,7 @@ class Prediction:
     error: str | None
     line: int
     adapter: str = NONE_LABEL
-    prompt: str = NONE_LABEL
+    task: str = NONE_LABEL
     extra: dict = field(default_factory=dict)
 
 
@@ -130,7 +130,7 @@ def read_predictions(path: Path) -> list[Prediction]:
         preds.append(Prediction(
             video, caption if isinstance(caption, str) else None, status,
             None if err is None else str(err), no,
-            _label(path, no, rec, "adapter"), _label(path, no, rec, "prompt"),
+            _label(path, no, rec, "adapter"), _label(path, no, rec, "task"),
         ))
     return preds
 
@@ -143,7 +143,7 @@ def _base(video: str) -> str:
 class Matched:
     by_video: dict[str, Prediction]  # reference video -> its prediction
     extra: list[Prediction]  # predictions for videos not in REFS
-    variants: list[tuple[str, str]]  # (adapter, prompt) pairs present after selection
+    variants: list[tuple[str, str]]  # (adapter, task) pairs present after selection
 
 
 def match(
@@ -151,23 +151,23 @@ def match(
     refs: list[Reference],
     pred_path: Path,
     adapter: str | None = None,
-    prompt: str | None = None,
+    task: str | None = None,
 ) -> Matched:
     """Pair predictions with reference videos by the ``video`` key.
 
     A prediction's ``video`` (a path relative to the captioned folder) matches
     a reference ``video`` equal to it, or else the one reference with the same
-    file name.  ``adapter``/``prompt`` keep only records with that label
+    file name.  ``adapter``/``task`` keep only records with that label
     (``"none"`` selects records without the field).  More than one record for
     a reference video after that selection is an error that says how to pick.
     """
-    all_variants = sorted({(p.adapter, p.prompt) for p in preds})
+    all_variants = sorted({(p.adapter, p.task) for p in preds})
     if adapter is not None:
         preds = [p for p in preds if p.adapter == adapter]
-    if prompt is not None:
-        preds = [p for p in preds if p.prompt == prompt]
-    if not preds and all_variants and (adapter is not None or prompt is not None):
-        have = ", ".join(f"adapter={a} prompt={q}" for a, q in all_variants)
+    if task is not None:
+        preds = [p for p in preds if p.task == task]
+    if not preds and all_variants and (adapter is not None or task is not None):
+        have = ", ".join(f"adapter={a} task={q}" for a, q in all_variants)
         raise InputError(f"{pred_path}: no record matches the selection; records have: {have}")
 
     exact = {r.video: r for r in refs}
@@ -190,26 +190,26 @@ def match(
     for video, ps in chosen.items():
         if len(ps) > 1:
             lines = ", ".join(str(p.line) for p in ps)
-            labels = sorted({(p.adapter, p.prompt) for p in ps})
+            labels = sorted({(p.adapter, p.task) for p in ps})
             if len(labels) > 1:
                 adapters = sorted({a for a, _ in labels})
-                prompts = sorted({q for _, q in labels})
-                if len(prompts) == 1:
+                tasks = sorted({q for _, q in labels})
+                if len(tasks) == 1:
                     opts = " or ".join(f"--adapter {a}" for a in adapters)
                 elif len(adapters) == 1:
-                    opts = " or ".join(f"--prompt {q}" for q in prompts)
+                    opts = " or ".join(f"--task {q}" for q in tasks)
                 else:
-                    opts = " or ".join(f"'--adapter {a} --prompt {q}'" for a, q in labels)
+                    opts = " or ".join(f"'--adapter {a} --task {q}'" for a, q in labels)
                 raise InputError(
                     f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) from "
-                    f"different adapters/prompts; select one with {opts}")
+                    f"different adapters/tasks; select one with {opts}")
             raise InputError(
                 f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) with the "
-                f"same adapter/prompt; remove the duplicates")
+                f"same adapter/task; remove the duplicates")
 
     if preds and not chosen:
         raise InputError(
             f"{pred_path}: no prediction matches a reference video (e.g. prediction "
             f"'{preds[0].video}' vs reference '{refs[0].video}'); are these the right files?")
-    variants = sorted({(p.adapter, p.prompt) for ps in chosen.values() for p in ps})
+    variants = sorted({(p.adapter, p.task) for ps in chosen.values() for p in ps})
     return Matched({v: ps[0] for v, ps in chosen.items()}, extra, variants)

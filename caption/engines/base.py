@@ -41,7 +41,10 @@ class Engine(Protocol):
         """Generate for a stream of requests; yields results in completion order."""
 
     def stats(self) -> dict:
-        """Engine counters for the job summary (e.g. prefix-cache hits)."""
+        """Engine counters since the last reset_stats(), for the job summary (e.g. prefix-cache hits)."""
+
+    def reset_stats(self) -> None:
+        """Start counting afresh (called at the start of each job)."""
 
     def close(self) -> None:
         """Free the model and any engine processes."""

@@ -98,6 +98,9 @@ class HfEngine:
                     except Exception as exc:
                         yield Result(request, error=f"transformers generate failed: {type(exc).__name__}: {exc}")
 
+    def reset_stats(self) -> None:
+        self.batches = 0
+
     def stats(self) -> dict:
         return {"engine_load_s": round(self.load_s, 2), "batches": self.batches}
 

@@ -122,6 +122,9 @@ class VllmEngine:
                              finish_reason=completion.finish_reason,
                              generate_s=time.perf_counter() - submitted)
 
+    def reset_stats(self) -> None:
+        self._baseline = _counters(self.llm)
+
     def stats(self) -> dict:
         now = _counters(self.llm)
         delta = {k: now[k] - self._baseline[k] for k in COUNTERS}

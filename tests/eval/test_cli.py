@@ -140,10 +140,10 @@ def test_kiwi_tokenizer_default(capsys, tmp_path, kiwi_tokenizer):
 def test_multiple_records_per_video_need_selection(capsys, tmp_path):
     refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "a.mp4", "references": ["p q"]},
                                              {"video": "b.mp4", "references": ["r s"]}])
-    recs = [{"video": "a.mp4", "caption": "p q", "status": "ok", "adapter": "lora1", "prompt": "short"},
-            {"video": "a.mp4", "caption": "x", "status": "ok", "adapter": "base", "prompt": "short"},
-            {"video": "b.mp4", "caption": "r s", "status": "ok", "adapter": "lora1", "prompt": "short"},
-            {"video": "b.mp4", "caption": "y", "status": "ok", "prompt": "short"}]
+    recs = [{"video": "a.mp4", "caption": "p q", "status": "ok", "adapter": "lora1", "task": "short"},
+            {"video": "a.mp4", "caption": "x", "status": "ok", "adapter": "base", "task": "short"},
+            {"video": "b.mp4", "caption": "r s", "status": "ok", "adapter": "lora1", "task": "short"},
+            {"video": "b.mp4", "caption": "y", "status": "ok", "task": "short"}]
     pred = write_jsonl(tmp_path / "p.jsonl", recs)
     expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace",
                        contains=("p.jsonl:2", "a.mp4", "--adapter lora1", "--adapter base"))
@@ -254,3 +254,14 @@ def test_a_few_hundred_korean_predictions_in_seconds(capsys, tmp_path, kiwi_toke
     rc, out, _ = run_cli(capsys, p, r)
     assert rc == 0 and last_json(out)["n"] == 300
     assert time.perf_counter() - t < 10
+
+
+def test_caption_task_is_scored_by_default_when_records_carry_tasks(capsys, tmp_path):
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "a.mp4", "references": ["p q"]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [
+        {"video": "a.mp4", "caption": "p q", "status": "ok", "task": "caption", "adapter": None},
+        {"video": "a.mp4", "caption": "x, y", "status": "ok", "task": "keywords", "adapter": None}])
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["meteor"] == 1.0
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--task", "keywords")
+    assert rc == 0 and last_json(out)["meteor"] == 0.0

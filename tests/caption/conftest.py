@@ -1,0 +1,46 @@
+"""Engines shared by the slow tests: one vLLM engine and one transformers engine per session."""
+
+from __future__ import annotations
+
+import pytest
+
+from caption.config import load_job_config
+from caption.prompts import prompt_format
+
+
+@pytest.fixture(scope="session")
+def job_config(synth_dir, tmp_path_factory):
+    """job_config(["engine=hf", ...]) -> validated JobConfig over the synthetic clips."""
+    from hydra import compose, initialize_config_dir
+
+    from caption.config import CONF_DIR
+
+    out = tmp_path_factory.mktemp("engine-out") / "unused.jsonl"
+
+    def _make(overrides=()):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config",
+                          overrides=[f"input_dir={synth_dir}", f"output={out}", *overrides])
+        return load_job_config(cfg)
+
+    return _make
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(job_config, model_dir):
+    from caption.engines.vllm_engine import VllmEngine
+
+    job = job_config([])
+    engine = VllmEngine(job, prompt_format(job.model.family).stop)
+    yield engine
+    engine.close()  # else vLLM logs into pytest's closed capture stream at exit
+
+
+@pytest.fixture(scope="session")
+def hf_engine(job_config, model_dir):
+    from caption.engines.hf_engine import HfEngine
+
+    job = job_config(["engine=hf"])
+    engine = HfEngine(job, prompt_format(job.model.family).stop)
+    yield engine
+    engine.close()

@@ -1,0 +1,90 @@
+"""Both engines on the embedded model: Korean captions, and the same greedy output."""
+
+from __future__ import annotations
+
+import pytest
+
+from caption.engines.base import Request
+from caption.prompts import build_prompt
+from video_io.decode import DecodeSpec, decode_clip
+from video_io.synth.captions_ko import parse_attributes
+
+pytestmark = pytest.mark.slow
+
+
+def _requests(synth_dir, tasks=("caption",)):
+    spec = DecodeSpec(width=56, height=56)
+    requests = []
+    for i in range(6):
+        clip = decode_clip(str(synth_dir / f"clip_{i:05d}.mp4"), spec)
+        for task in tasks:
+            requests.append(Request(key=f"clip_{i:05d}.mp4", task=task, adapter=None,
+                                    prompt=build_prompt("qwen2_5_vl", task), frames=clip.frames,
+                                    video_metadata=clip.metadata()))
+    return requests
+
+
+def _texts(results):
+    return {(r.request.key, r.request.task): r for r in results}
+
+
+def test_vllm_and_transformers_agree_on_greedy_output(synth_dir, vllm_engine, hf_engine):
+    requests = _requests(synth_dir, tasks=("caption", "keywords"))
+    from_vllm = _texts(vllm_engine.run(requests))
+    from_hf = _texts(hf_engine.run(requests))
+    assert set(from_vllm) == set(from_hf) == {(r.key, r.task) for r in requests}
+    for key in from_vllm:
+        a, b = from_vllm[key], from_hf[key]
+        assert a.error is None and b.error is None
+        assert a.text == b.text, key
+        assert a.prompt_tokens == b.prompt_tokens and a.output_tokens == b.output_tokens, key
+        assert a.finish_reason == b.finish_reason == "stop", key
+
+
+def test_captions_are_korean_sentences_naming_the_clip(synth_dir, vllm_engine):
+    import json
+
+    references = {json.loads(line)["video"]: json.loads(line)
+                  for line in open(synth_dir / "references.jsonl", encoding="utf-8")}
+    results = list(vllm_engine.run(_requests(synth_dir)))
+    assert len(results) == 6
+    named = 0
+    for result in results:
+        text = result.text
+        hangul = sum("가" <= ch <= "힣" for ch in text)
+        assert hangul >= 10 and text.endswith("."), text
+        parsed = parse_attributes(text)
+        truth = references[result.request.key]["attributes"]
+        named += sum(parsed[k] == truth[k] for k in truth)
+    assert named >= 0.8 * 6 * 6, "the trained model should name most attributes right"
+
+
+def test_results_stream_in_completion_order_and_are_keyed(synth_dir, vllm_engine):
+    requests = _requests(synth_dir)
+    consumed = []
+
+    def stream():
+        for request in requests:
+            consumed.append(request.key)
+            yield request
+
+    keys = [r.request.key for r in vllm_engine.run(stream())]
+    assert sorted(keys) == sorted(consumed) == sorted(r.key for r in requests)
+
+
+def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
+    [good] = _requests(synth_dir)[:1]
+    too_long = Request(key="long.mp4", task="caption", adapter=None,
+                       prompt=good.prompt.replace("이 영상을", "이 영상을 " + "아주 " * 600),
+                       frames=good.frames, video_metadata=good.video_metadata)
+    results = _texts(vllm_engine.run([too_long, good]))
+    assert results[("long.mp4", "caption")].error and "vLLM rejected" in results[("long.mp4", "caption")].error
+    assert results[(good.key, "caption")].error is None and results[(good.key, "caption")].text
+
+
+def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine):
+    vllm_engine.reset_stats()
+    list(vllm_engine.run(_requests(synth_dir, tasks=("caption", "keywords", "motion"))))
+    stats = vllm_engine.stats()
+    assert stats["prefix_cache_queries"] > 0
+    assert stats["prefix_cache_hits"] > 0  # three prompts per video share system prompt + video

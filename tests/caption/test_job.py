@@ -1,0 +1,121 @@
+"""The caption job end to end (real Hydra, decord, vLLM/transformers): records, errors, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from caption.config import REPO_ROOT
+from caption.job import run_job
+
+pytestmark = pytest.mark.slow
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def clips_with_bad_files(tmp_path, synth_dir):
+    folder = tmp_path / "clips"
+    (folder / "sub").mkdir(parents=True)
+    for i in range(4):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder / ("sub" if i % 2 else ".") / f"clip_{i:05d}.mp4")
+    (folder / "empty.mp4").write_bytes(b"")
+    (folder / "notes.mp4").write_text("this is a text file with a video name")
+    data = (synth_dir / "clip_00004.mp4").read_bytes()
+    (folder / "truncated.mp4").write_bytes(data[:200])
+    return folder
+
+
+def test_job_writes_one_record_per_video_and_survives_bad_files(compose_config, clips_with_bad_files,
+                                                                tmp_path, vllm_engine):
+    out = tmp_path / "captions.jsonl"
+    cfg = compose_config([f"input_dir={clips_with_bad_files}", f"output={out}", "progress=false"])
+    summary = run_job(cfg, engine=vllm_engine)
+    records = {r["video"]: r for r in _records(out)}
+    assert sorted(records) == ["clip_00000.mp4", "clip_00002.mp4", "empty.mp4", "notes.mp4",
+                               "sub/clip_00001.mp4", "sub/clip_00003.mp4", "truncated.mp4"]
+    for key in ("clip_00000.mp4", "sub/clip_00001.mp4"):
+        r = records[key]
+        assert r["status"] == "ok" and r["error"] is None and r["caption"]
+        assert r["frames"] == 8 and r["prompt_tokens"] > 16 and r["output_tokens"] > 3
+        assert r["model"] == "vidcap-ko-tiny" and r["engine"] == "vllm" and r["adapter"] is None
+        assert r["decode_s"] >= 0 and r["generate_s"] > 0
+    assert "empty file" in records["empty.mp4"]["error"]
+    for key in ("notes.mp4", "truncated.mp4", "empty.mp4"):
+        assert records[key]["status"] == "error" and records[key]["error"].startswith("decode: ")
+    assert summary["videos_found"] == 7 and summary["captions_ok"] == 4 and summary["videos_failed"] == 3
+    assert {f["video"] for f in summary["failures"]} == {"empty.mp4", "notes.mp4", "truncated.mp4"}
+    saved = json.loads((tmp_path / "captions.jsonl.summary.json").read_text())
+    assert saved["captions_ok"] == 4 and saved["prefix_cache_queries"] > 0
+
+
+def test_resume_after_a_crash_neither_loses_nor_repeats(compose_config, clips_with_bad_files, tmp_path,
+                                                        hf_engine):
+    out = tmp_path / "captions.jsonl"
+    overrides = [f"input_dir={clips_with_bad_files}", f"output={out}", "engine=hf", "progress=false"]
+    run_job(compose_config(overrides), engine=hf_engine)
+    first = _records(out)
+    # simulate kill -9: the last two records lost, the one before cut mid-line
+    lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    out.write_text("".join(lines[:-3]) + lines[-3][: len(lines[-3]) // 2], encoding="utf-8")
+    summary = run_job(compose_config(overrides), engine=hf_engine)
+    assert summary["videos_skipped_resume"] == len(first) - 3 and summary["videos_run"] == 3
+    again = _records(out)
+    assert sorted(r["video"] for r in again) == sorted(r["video"] for r in first)
+    assert {r["video"]: r["caption"] for r in again} == {r["video"]: r["caption"] for r in first}
+    # nothing left to do: the engine is not even needed
+    summary = run_job(compose_config(overrides), engine=None)
+    assert summary["videos_run"] == 0 and len(_records(out)) == len(first)
+
+
+def test_several_tasks_per_video_and_retrying_errors(compose_config, clips_with_bad_files, tmp_path,
+                                                     hf_engine):
+    out = tmp_path / "captions.jsonl"
+    overrides = [f"input_dir={clips_with_bad_files}", f"output={out}", "engine=hf", "progress=false",
+                 "tasks=[caption,keywords]"]
+    run_job(compose_config(overrides), engine=hf_engine)
+    records = _records(out)
+    assert len(records) == 2 * 7
+    keywords = [r for r in records if r["task"] == "keywords" and r["status"] == "ok"]
+    assert len(keywords) == 4 and all(r["caption"].count(",") == 5 for r in keywords)
+    (clips_with_bad_files / "notes.mp4").unlink()
+    shutil.copy(clips_with_bad_files / "clip_00000.mp4", clips_with_bad_files / "notes.mp4")
+    run_job(compose_config(overrides + ["retry_errors=true"]), engine=hf_engine)
+    records = _records(out)
+    keys = [(r["video"], r["task"]) for r in records]
+    assert len(keys) == len(set(keys)) == 2 * 6 + 2  # still one record per key
+    assert {r["status"] for r in records if r["video"] == "notes.mp4"} == {"ok"}
+
+
+def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
+    """`caption input_dir=... output=...` exactly as a user types it (vLLM on CPU, defaults)."""
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    out = tmp_path / "out.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    caption = os.path.join(os.path.dirname(sys.executable), "caption")
+    proc = subprocess.run([caption, f"input_dir={folder}", f"output={out}", "progress=false",
+                           f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "caption job summary" in proc.stdout
+    assert [r["status"] for r in _records(out)] == ["ok", "ok"]
+
+
+def test_a_bad_config_fails_before_any_model_loads(tmp_path, synth_dir):
+    caption = os.path.join(os.path.dirname(sys.executable), "caption")
+    proc = subprocess.run([caption, f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}",
+                           "tasks=[poem]", f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert "invalid config: `tasks=poem` is not valid; choose one of: caption, keywords, motion" in proc.stderr
+    assert "vllm" not in proc.stderr.lower() and "Loading" not in proc.stdout
