@@ -1,9 +1,9 @@
 """Decode the sampled frames of one clip: decord first (fast random access), PyAV as fallback.
 
 decord here is the maintained `decord2` package (FFmpeg 8), which raises on corrupt files where
-the 2021 decord wheel hung. PyAV decodes sequentially and is frame-accurate; it is the fallback
-when decord refuses a file, and the backend to choose for codecs where decord's batch seek is
-known to be wrong (HEVC with B-frames).
+the 2021 decord wheel hung. PyAV decodes sequentially and is frame-accurate; `backend=auto`
+uses it for codecs where decord returns the wrong frames (HEVC, MPEG-4 with B-frames) and when
+decord refuses a file.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ import numpy as np
 from video_io.sampling import SamplingSpec, sample_indices
 
 BACKENDS = ("decord", "pyav", "auto")
+# Codecs decord (decord2 3.4) seeks exactly in. Measured here: HEVC and MPEG-4 Part 2 with
+# B-frames returned neighbouring frames (index 251 gave 252, 299 gave 252), so "auto" sends
+# every other codec to PyAV, which is frame-accurate.
+DECORD_EXACT_CODECS = frozenset({"h264", "vp8", "vp9", "av1", "libdav1d", "mjpeg"})
 
 
 class DecodeError(Exception):
@@ -93,7 +97,20 @@ def _decord(path: str, spec: DecodeSpec) -> Clip:
     return Clip(path, frames, indices, fps, total, float(times[-1, 1]), "decord")
 
 
+def _probe_codec(path: str) -> str | None:
+    """The first video stream's codec name, from the container header (no decoding)."""
+    import av
+
+    try:
+        with av.open(path) as container:
+            return container.streams.video[0].codec_context.name if container.streams.video else None
+    except Exception:
+        return None  # let the decoders report what is wrong
+
+
 def _pyav(path: str, spec: DecodeSpec) -> Clip:
+    """Two passes: packet timestamps (demux only) pick the frames, then decode up to the last
+    one, converting only the frames picked. Frame-accurate for every codec FFmpeg decodes."""
     import av
 
     try:
@@ -101,27 +118,39 @@ def _pyav(path: str, spec: DecodeSpec) -> Clip:
             if not container.streams.video:
                 raise DecodeError("no video stream")
             stream = container.streams.video[0]
+            pts = sorted({p.pts for p in container.demux(stream) if p.pts is not None and p.size})
+        if not pts:
+            raise DecodeError("no video frames")
+        base = stream.time_base or 1
+        times = (np.asarray(pts, dtype=np.float64) - pts[0]) * float(base)
+        step = float(np.median(np.diff(times))) if len(times) > 1 else 1 / 25.0
+        duration = float(times[-1] + step)
+        indices = sample_indices(times, duration, spec.sampling)
+        rate = stream.average_rate or stream.guessed_rate
+        fps = float(rate) if rate else 1 / step
+        wanted = {pts[i] for i in indices}
+        images: dict[int, np.ndarray] = {}
+        with av.open(path) as container:
+            stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            rate = stream.average_rate or stream.guessed_rate
-            images, times = [], []
             for frame in container.decode(stream):
-                if spec.width and spec.height:
-                    # bicubic, as FFmpeg's scale filter (and so decord) does by default
-                    frame = frame.reformat(width=spec.width, height=spec.height, interpolation="BICUBIC")
-                images.append(frame.to_ndarray(format="rgb24"))
-                times.append(float(frame.time) if frame.time is not None else len(times) / 25.0)
+                if frame.pts in wanted and frame.pts not in images:
+                    if spec.width and spec.height:
+                        # bicubic, as FFmpeg's scale filter (and so decord) does by default
+                        frame = frame.reformat(width=spec.width, height=spec.height, interpolation="BICUBIC")
+                    images[frame.pts] = frame.to_ndarray(format="rgb24")
+                    if len(images) == len(wanted):
+                        break
     except DecodeError:
         raise
     except Exception as exc:
         raise DecodeError(f"pyav: {type(exc).__name__}: {str(exc).strip()[:300]}") from None
-    if not images:
-        raise DecodeError("no decodable video frames")
-    times_arr = np.asarray(times) - times[0]
-    step = float(np.median(np.diff(times_arr))) if len(times_arr) > 1 else 1 / 25.0
-    duration = float(times_arr[-1] + step)
-    indices = sample_indices(times_arr, duration, spec.sampling)
-    fps = float(rate) if rate else 1 / step
-    return Clip(path, np.stack([images[i] for i in indices]), indices, fps, len(images), duration, "pyav")
+    missing = sorted(wanted - set(images))
+    if missing:
+        raise DecodeError(f"pyav: {len(missing)} of the sampled frames could not be decoded "
+                          f"(file truncated or damaged after {len(images)} frames)")
+    frames = np.stack([images[pts[i]] for i in indices])
+    return Clip(path, frames, indices, fps, len(pts), duration, "pyav")
 
 
 def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
@@ -129,8 +158,11 @@ def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
     started = time.perf_counter()
     _check_file(path)
     notes: list[str] = []
-    if spec.backend == "pyav":
+    codec = _probe_codec(path) if spec.backend == "auto" else None
+    if spec.backend == "pyav" or (codec is not None and codec not in DECORD_EXACT_CODECS):
         clip = _pyav(path, spec)
+        if spec.backend == "auto":
+            notes.append(f"{codec}: decoded with PyAV (decord seeks inexactly in this codec)")
     else:
         try:
             clip = _decord(path, spec)

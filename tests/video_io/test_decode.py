@@ -81,3 +81,51 @@ def test_crawl_is_recursive_sorted_and_keyed_by_relative_path(tmp_path, synth_di
     assert [key for key, _ in crawl_videos(tmp_path)] == ["a.mkv", "b/deep/z.MP4"]
     with pytest.raises(FileNotFoundError):
         crawl_videos(tmp_path / "absent")
+
+
+def _coded_frame(i: int) -> np.ndarray:
+    """A 64x64 frame whose 4x4 grid of black/white blocks spells its index in binary."""
+    image = np.zeros((64, 64, 3), np.uint8)
+    for bit in range(9):
+        if i >> bit & 1:
+            r, c = divmod(bit, 4)
+            image[r * 16:(r + 1) * 16, c * 16:(c + 1) * 16] = 255
+    return image
+
+
+def _read_code(image: np.ndarray) -> int:
+    return sum(1 << bit for bit in range(9) if image[(bit // 4) * 16 + 8, (bit % 4) * 16 + 8].mean() > 128)
+
+
+def _write_coded_clip(path, codec: str, n: int = 150):
+    from fractions import Fraction
+
+    import av
+
+    options = {"libx265": {"x265-params": "keyint=50:bframes=3:log-level=none"},
+               "libx264": {"g": "50", "bf": "3"}, "mpeg4": {"g": "50", "bf": "3"}}[codec]
+    container = av.open(str(path), "w")
+    stream = container.add_stream(codec, rate=25)
+    stream.width = stream.height = 64
+    stream.pix_fmt = "yuv420p"
+    stream.codec_context.options = options
+    for i in range(n):
+        frame = av.VideoFrame.from_ndarray(_coded_frame(i), format="rgb24")
+        frame.pts, frame.time_base = i, Fraction(1, 25)
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+    container.close()
+
+
+@pytest.mark.parametrize("codec", ["libx264", "libx265", "mpeg4"])
+def test_auto_backend_returns_exactly_the_sampled_frames(tmp_path, codec):
+    """B-frame codecs: decord returns neighbouring frames for HEVC/MPEG-4; auto must not."""
+    path = tmp_path / f"coded_{codec}.mp4"
+    _write_coded_clip(path, codec)
+    clip = decode_clip(str(path), DecodeSpec(sampling=SamplingSpec("uniform", num_frames=12)))
+    assert [_read_code(f) for f in clip.frames] == clip.indices
+    assert clip.backend == ("decord" if codec == "libx264" else "pyav")
+    pyav = decode_clip(str(path), DecodeSpec(backend="pyav", sampling=SamplingSpec("uniform", num_frames=12)))
+    assert [_read_code(f) for f in pyav.frames] == pyav.indices == clip.indices
