@@ -16,7 +16,7 @@ import numpy as np
 
 from caption.prompts import INSTRUCTIONS_KO, SYSTEM_PROMPT_KO
 from video_io.synth.attributes import draw_attributes
-from video_io.synth.captions_ko import TASK_ANSWERS, reference_captions
+from video_io.synth.captions_ko import TASK_ANSWERS, detailed_references, reference_captions
 
 # Qwen's special tokens, in Qwen's order (ids follow the learned vocabulary here).
 SPECIAL_TOKENS = [
@@ -56,12 +56,14 @@ MODEL_DEFAULTS = {
 
 
 def caption_corpus(n_clips: int = 4000, seed: int = 12345) -> list[str]:
-    """Text the tokenizer is trained on: every caption style, task answer and prompt text."""
+    """Text the tokenizer is trained on: every caption style (the detailed one, which the LoRA
+    adapter learns, included), task answer and prompt text."""
     rng = np.random.default_rng(seed)
     texts = [SYSTEM_PROMPT_KO, *INSTRUCTIONS_KO.values()]
     for _ in range(n_clips):
         attributes = draw_attributes(rng)
         texts.extend(reference_captions(attributes, rng))
+        texts.extend(detailed_references(attributes, rng))
         texts.extend(answer(attributes) for answer in TASK_ANSWERS.values())
     return texts
 

@@ -106,21 +106,26 @@ def decode_and_preprocess(records: list[dict], processor) -> tuple[torch.Tensor,
 
 
 class Batcher:
-    """Builds (inputs, aux targets) for a list of clip indices, each with a random task."""
+    """Builds (inputs, aux targets) for a list of clip indices, each with a task.
 
-    def __init__(self, processor, records, pixels, metadata):
+    `answers` maps each task to the target text for a clip's attributes (the base model's
+    tasks by default; the LoRA script passes the detailed style for the caption task)."""
+
+    def __init__(self, processor, records, pixels, metadata, answers=None):
         self.records, self.pixels = records, pixels
+        self.answer_fns = answers or {task: TASK_ANSWERS[task] for task in TASK_MIX}
         tok = processor.tokenizer
         self.pad_id = tok.convert_tokens_to_ids("<|endoftext|>")
         self.end_id = tok.convert_tokens_to_ids("<|im_end|>")
         from transformers.video_utils import VideoMetadata
 
-        probe = processor(text=[build_prompt(FAMILY, task) for task in TASK_MIX],
-                          videos=[np.zeros((8, 56, 56, 3), np.uint8)] * len(TASK_MIX),
-                          video_metadata=[VideoMetadata(**metadata[0])] * len(TASK_MIX),
+        tasks = list(self.answer_fns)
+        probe = processor(text=[build_prompt(FAMILY, task) for task in tasks],
+                          videos=[np.zeros((8, 56, 56, 3), np.uint8)] * len(tasks),
+                          video_metadata=[VideoMetadata(**metadata[0])] * len(tasks),
                           do_sample_frames=False, padding=True, return_tensors="pt")
         self.prompt_ids = {}
-        for row, task in enumerate(TASK_MIX):
+        for row, task in enumerate(tasks):
             ids = probe["input_ids"][row][probe["attention_mask"][row].bool()].tolist()
             self.prompt_ids[task] = ids
         self.grid = probe["video_grid_thw"][0]
@@ -132,7 +137,7 @@ class Batcher:
         key = (index, task)
         if key not in self.answers:
             attributes = ClipAttributes(**self.records[index]["attributes"])
-            self.answers[key] = self.tok(TASK_ANSWERS[task](attributes)).input_ids + [self.end_id]
+            self.answers[key] = self.tok(self.answer_fns[task](attributes)).input_ids + [self.end_id]
         return self.answers[key]
 
     def batch(self, indices, tasks):

@@ -179,3 +179,46 @@ def parse_attributes(caption: str) -> dict[str, str | None]:
     if found["scene"] is None and "하늘" in text.replace("하늘 높이", ""):
         found["scene"] = "sky"
     return found
+
+
+# --- the "detailed" style: several sentences, with the sky and where the object comes from ---
+SCENE_DESC = {"sky": "넓은 하늘", "sea": "잔잔한 바다", "city": "고층 빌딩이 늘어선 도시",
+              "forest": "울창한 숲", "mountain": "높은 산"}
+SKY_SENTENCE = {
+    ("clear", "day"): ("하늘은 맑고 푸르다.", "푸른 하늘에 해가 빛난다."),
+    ("clear", "sunset"): ("하늘이 주황빛 노을로 물들어 있다.", "노을이 하늘을 주황빛으로 물들였다."),
+    ("clear", "night"): ("밤하늘에 달과 별이 떠 있다.", "어두운 하늘에 달과 별이 빛난다."),
+    ("rain", "day"): ("잿빛 하늘에서 비가 내린다.", "흐린 하늘에서 빗줄기가 떨어진다."),
+    ("rain", "sunset"): ("저물녘 흐린 하늘에서 비가 내린다.", "해 질 무렵 잿빛 하늘에서 비가 쏟아진다."),
+    ("rain", "night"): ("어두운 밤하늘에서 비가 내린다.", "캄캄한 하늘에서 빗줄기가 떨어진다."),
+    ("snow", "day"): ("흐린 하늘에서 눈이 내리고 땅은 눈으로 덮여 있다.", "하얀 눈이 내려 온 세상이 눈에 덮였다."),
+    ("snow", "sunset"): ("저물녘 하늘에서 눈이 내리고 땅은 눈으로 덮여 있다.", "해 질 무렵 눈이 내려 땅이 하얗게 덮였다."),
+    ("snow", "night"): ("어두운 밤하늘에서 눈이 내리고 땅은 눈으로 덮여 있다.", "캄캄한 밤에 눈이 내려 땅이 하얗다."),
+}
+FROM_TO = {"left": ("오른쪽에서", "왼쪽으로"), "right": ("왼쪽에서", "오른쪽으로"),
+           "up": ("아래에서", "위로"), "down": ("위에서", "아래로")}
+
+
+def detailed_caption(a: ClipAttributes) -> str:
+    """The canonical detailed description: scene and time, the sky and weather, the motion."""
+    start, end = FROM_TO[a.direction]
+    return (f"{TIME[a.time]}의 {SCENE_DESC[a.scene]} 풍경이다. {SKY_SENTENCE[(a.weather, a.time)][0]} "
+            f"{subject(OBJECT_NP[a.object])} 화면 {start} {end} {SPEED[a.speed]} 움직인다.")
+
+
+def detailed_references(a: ClipAttributes, rng: np.random.Generator, n: int = 3) -> list[str]:
+    """The canonical detailed description followed by n-1 distinct paraphrases."""
+    start, end = FROM_TO[a.direction]
+    refs = [detailed_caption(a)]
+    for _ in range(20):
+        if len(refs) >= n:
+            break
+        motion = (f"{subject(OBJECT_NP[a.object])} {start} {end} "
+                  f"{_pick(rng, SPEED_ALT[a.speed])} {_verb(rng, a)}.")
+        sky = _pick(rng, SKY_SENTENCE[(a.weather, a.time)])
+        place = f"{_pick(rng, TIME_ALT[a.time])} {SCENE_DESC[a.scene]}"
+        sentence = (f"{motion} {place} 풍경이다. {sky}" if rng.random() < 0.5
+                    else f"{place}, {sky} {motion}")
+        if sentence not in refs:
+            refs.append(sentence)
+    return refs

@@ -16,7 +16,7 @@ import av
 import numpy as np
 
 from video_io.synth.attributes import ClipAttributes, draw_attributes
-from video_io.synth.captions_ko import reference_captions
+from video_io.synth.captions_ko import detailed_references, reference_captions
 from video_io.synth.render import render_clip
 
 REFERENCES_FILE = "references.jsonl"
@@ -41,6 +41,12 @@ def make_clip(seed: int, index: int, spec: SynthSpec) -> tuple[ClipAttributes, l
     references = reference_captions(attributes, rng)
     frames = render_clip(attributes, rng, spec.n_frames, spec.width, spec.height)
     return attributes, references, frames
+
+
+def detailed_clip_references(seed: int, index: int, attributes: ClipAttributes) -> list[str]:
+    """The detailed-style references of a clip, from a random stream of their own: adding
+    them changed neither the frames nor the other references of any existing data set."""
+    return detailed_references(attributes, np.random.default_rng([seed, index, 1]))
 
 
 def rgb_to_yuv420p(image: np.ndarray) -> np.ndarray:
@@ -94,11 +100,14 @@ def generate_dataset(out_dir: Path, n: int, seed: int, spec: SynthSpec = SynthSp
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     refs_path = out_dir / REFERENCES_FILE
-    with open(refs_path, "w", encoding="utf-8") as refs:
+    partial = out_dir / (REFERENCES_FILE + ".partial")  # renamed when complete: a folder with
+    with open(partial, "w", encoding="utf-8") as refs:  # references.jsonl is a whole data set
         for index in range(start, start + n):
             attributes, references, frames = make_clip(seed, index, spec)
             write_mp4(out_dir / clip_name(index), frames, spec.fps)
             record = {"video": clip_name(index), "references": references,
+                      "references_detailed": detailed_clip_references(seed, index, attributes),
                       "attributes": attributes.as_dict()}
             refs.write(json.dumps(record, ensure_ascii=False) + "\n")
+    partial.replace(refs_path)
     return refs_path
