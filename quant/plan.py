@@ -245,7 +245,9 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     elif fits and seqs is not None:
         reasons.append(f"fits: {weights['total'] / GIB:.2f} GiB weights + {reserve / GIB:.2f} GiB reserve leave "
                        f"{kv_budget / GIB:.2f} GiB for KV cache = {seqs} concurrent requests of {need} tokens "
-                       f"({per_seq / 2**20:.0f} MiB each); max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}")
+                       f"({per_seq / 2**20:.0f} MiB each); "
+                       + (f"max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}" if engine == "vllm"
+                          else f"batches of up to {seqs}"))
     elif fits:
         reasons.append(f"fits by assumption: host RAM not checked (set gpu.ram_gib); weights "
                        f"{weights['total'] / GIB:.2f} GiB, {per_seq / 2**20:.1f} MiB per request")
