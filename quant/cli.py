@@ -2,6 +2,7 @@
 
     python -m quant.cli plan --model qwen2_5_vl_7b_awq --gpu l4 [--quant auto --priority memory --engine vllm]
     python -m quant.cli table        # the tiers table of quant/README.md (Qwen2.5-VL-7B, 16 frames of 448x448)
+    python -m quant.cli presets      # the model presets table: parameters, weights, KV cache, video tokens
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import json
 import sys
 
-from quant import presets
+from quant import memory, presets
 from quant.errors import PlanError
 from quant.plan import make_plan
 from quant.report import markdown_table
@@ -64,6 +65,28 @@ def tiers_table(model_name: str = "qwen2_5_vl_7b") -> str:
     return markdown_table(header, rows)
 
 
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / memory.GIB:.2f} GiB" if n_bytes >= memory.GIB / 10 else f"{n_bytes / 2**20:.2f} MiB"
+
+
+def presets_table() -> str:
+    header = ["preset", "family", "params", "vision params", "weights 16-bit", "weights AWQ 4-bit",
+              "KV per token", "video tokens (preset clip)"]
+    rows = []
+    for name in presets.options("model"):
+        model = presets.load_model(name)
+        arch, family = model["arch"], model["family"]
+        lm, vision = memory.param_counts(family, arch)
+        awq = memory.weight_bytes(family, arch, "float16", "awq", arch.get("quant_bits") or 4,
+                                  arch.get("quant_group_size") or 128)["total"]
+        clip = f"{model['frames']}x{model['frame_width']}x{model['frame_height']}"
+        rows.append([name, family, f"{(lm + vision) / 1e9:.3g} B", f"{vision / 1e6:.3g} M",
+                     _size(memory.weight_bytes(family, arch, "bfloat16")["total"]), _size(awq), f"{memory.arch_kv_bytes_per_token(arch, 'bfloat16') / 1024:g} KiB",
+                     f"{memory.vision_tokens(family, arch, model['frames'], model['frame_width'], model['frame_height'])}"
+                     f" ({clip})"])
+    return markdown_table(header, rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m quant.cli", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,12 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-to-tier", action="store_true", help="rehearse --gpu on a bigger device")
     t = sub.add_parser("table", help="print the README tiers table")
     t.add_argument("--model", default="qwen2_5_vl_7b", choices=presets.options("model"))
+    sub.add_parser("presets", help="print the model presets table")
     args = parser.parse_args(argv)
     try:
         if args.command == "plan":
             print(json.dumps(_plan(args), indent=2, ensure_ascii=False))
-        else:
+        elif args.command == "table":
             print(tiers_table(args.model), end="")
+        else:
+            print(presets_table(), end="")
     except PlanError as exc:
         print(f"plan refused: {exc}", file=sys.stderr)
         return 2
