@@ -159,8 +159,9 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
             raise PlanError(f"cannot rehearse tier {tier.name} on this GPU: {exc}; pick a smaller tier "
                             "(gpu=...) or set `gpu.cap_to_tier=false`") from None
         total_gib = device_vram_gib
-        warnings.append(f"rehearsing {tier.name} on a {device_vram_gib:g} GiB device: gpu_memory_utilization "
-                        f"{util:.4f} caps vLLM at {tier.vram_gib:g} x {tier.gpu_memory_utilization} GiB; "
+        warnings.append(f"rehearsing {tier.name} on a {device_vram_gib:g} GiB device: a memory fraction of "
+                        f"{util:.4f} (vLLM gpu_memory_utilization, or torch's per-process fraction on engine=hf) "
+                        f"gives the engine the tier's {tier.vram_gib:g} x {tier.gpu_memory_utilization} GiB; "
                         "memory fit is rehearsed, speed is not")
     elif tier.is_gpu and device_vram_gib and abs(device_vram_gib - tier.vram_gib) > 0.05 * tier.vram_gib:
         warnings.append(f"this GPU has {device_vram_gib:g} GiB, tier {tier.name} assumes {tier.vram_gib:g} GiB: "
@@ -260,7 +261,9 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                 "quantization": (choice.checkpoint_format or choice.method) if choice.method in PREQUANTIZED else None,
                 "kv_cache_dtype": tier.kv_cache_dtype}
     else:
+        # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
         hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
+              "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
               "quantization_config": _quant_config(choice, dtype, arch) if choice.method in BITSANDBYTES else None}
     gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
     return Plan(

@@ -99,6 +99,8 @@ def test_rehearse_a_small_tier_on_a_big_gpu():
     # the tier's own flag does the same
     flagged = make_plan(model, dict(tier, cap_to_tier=True), {"method": "none"}, "vllm", CLIP, device_vram_gib=79.6)
     assert flagged.vllm["gpu_memory_utilization"] == plan.vllm["gpu_memory_utilization"]
+    on_hf = make_plan(model, tier, {"method": "none"}, "hf", CLIP, device_vram_gib=79.6, cap_to_tier=True)
+    assert on_hf.hf["memory_fraction"] == plan.vllm["gpu_memory_utilization"]
     with pytest.raises(PlanError, match="less than the tier"):
         make_plan(model, gpu("a100"), {"method": "none"}, "vllm", CLIP, device_vram_gib=22.5, cap_to_tier=True)
     with pytest.raises(PlanError, match="needs the device's memory"):
