@@ -222,7 +222,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
         fits = False
         four_bit = weight_bytes(family, arch, dtype, "awq", 4, 128)["total"] / GIB
         reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB but the budget is {budget / GIB:.1f} GiB "
-                       f"({_budget_words(tier, total_gib, util, engine)}): 4-bit weights (quant=awq with an AWQ "
+                       f"({_budget_words(tier, total_gib, util)}): 4-bit weights (quant=awq with an AWQ "
                        f"checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; or pick a GPU tier with more memory")
     elif seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
         fits = False
@@ -282,9 +282,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     )
 
 
-def _budget_words(tier: Tier, total_gib, util, engine: str) -> str:
+def _budget_words(tier: Tier, total_gib, util) -> str:
     if tier.is_gpu:
         return f"{total_gib:g} GiB x gpu_memory_utilization {util:.2f}"
-    if engine == "vllm":
-        return "VLLM_CPU_KVCACHE_SPACE"
-    return f"gpu.ram_gib={tier.ram_gib:g}"
+    return f"host RAM, gpu.ram_gib={tier.ram_gib:g}"  # only checked when the cpu tier gives ram_gib

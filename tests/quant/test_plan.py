@@ -50,6 +50,13 @@ def test_refuses_when_weights_alone_exceed_the_gpu():
     assert make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("h100"), None, "vllm", CLIP).raise_if_unfit().fits
 
 
+def test_cpu_tier_checks_weights_against_host_ram_when_given():
+    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm",
+                     {"frames": 16, "width": 448, "height": 448})
+    assert not plan.fits and "gpu.ram_gib=16" in plan.reasons[0]      # 30.9 GiB of fp32 weights
+    assert make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm").fits
+
+
 def test_refuses_when_not_one_request_fits():
     long_clip = {"frames": 256, "width": 448, "height": 448}          # 32,768 video tokens
     plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("t4"), None, "hf", long_clip)
