@@ -221,9 +221,11 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     if weights["total"] >= budget:
         fits = False
         four_bit = weight_bytes(family, arch, dtype, "awq", 4, 128)["total"] / GIB
+        smaller = (f"4-bit weights (quant=awq with an AWQ checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; "
+                   if choice.method in ("none", "int8") else f"the weights are already {choice.method}: ")
         reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB but the budget is {budget / GIB:.1f} GiB "
-                       f"({_budget_words(tier, total_gib, util)}): 4-bit weights (quant=awq with an AWQ "
-                       f"checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; or pick a GPU tier with more memory")
+                       f"({_budget_words(tier, total_gib, util)}): {smaller}pick a GPU tier with more memory "
+                       "(gpu=...) or a smaller model")
     elif seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
         fits = False
         reasons.append(f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache but "

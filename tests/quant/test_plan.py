@@ -46,6 +46,8 @@ def test_refuses_when_weights_alone_exceed_the_gpu():
     assert "weights alone" in plan.reasons[0] and "quant=awq" in plan.reasons[0]
     with pytest.raises(PlanError, match="does not fit: weights alone"):
         plan.raise_if_unfit()
+    already = make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("l4"), None, "vllm", CLIP)
+    assert not already.fits and "already awq" in already.reasons[0] and "gpu=" in already.reasons[0]
     # its AWQ release fits the same GPU
     assert make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("h100"), None, "vllm", CLIP).raise_if_unfit().fits
 

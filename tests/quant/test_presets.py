@@ -15,7 +15,7 @@ from quant.plan import make_plan
 from quant.rules import METHODS
 from quant.tiers import Tier
 
-KEYS_TO_CHANGE = ("engine=", "quant", "model=", "gpu.", "video.", "model.", "sampling.")
+KEYS_TO_CHANGE = ("engine=", "quant", "model=", "gpu=", "gpu.", "video.", "model.", "sampling.")
 
 
 @pytest.mark.parametrize("name", presets.options("gpu"))
