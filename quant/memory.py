@@ -1,0 +1,256 @@
+"""Memory arithmetic for a vision-language model: weights, KV cache, video tokens, activation reserve.
+
+Pure functions over plain numbers and the `arch:` block of a model preset (conf/model/*.yaml); nothing
+here loads a model, a tokenizer or a processor, so a plan is made in milliseconds on any machine.
+
+Units: bytes everywhere inside; GiB (2**30) in the plan; the design documents' worked examples use GB
+(1e9), hence both constants.
+"""
+
+from __future__ import annotations
+
+import math
+
+GIB = 1024**3
+GB = 1e9
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+QWEN_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+# Defaults of the transformers 5.19 video processors, used when a preset's arch omits them.
+# Qwen2VLVideoProcessor: size = {shortest_edge: 128*28*28, longest_edge: 28*28*768} per frame;
+# Qwen3VLVideoProcessor: size = {shortest_edge: 128*32*32, longest_edge: 32*32*768} over the whole clip.
+VIDEO_PIXEL_DEFAULTS = {"qwen2_vl": (128 * 28 * 28, 28 * 28 * 768), "qwen2_5_vl": (128 * 28 * 28, 28 * 28 * 768),
+                        "qwen3_vl": (128 * 32 * 32, 32 * 32 * 768)}
+
+# Qwen3-VL writes "<t seconds>" plus vision start/end markers before each temporal group of a video
+# (transformers Qwen3VLProcessor). ~6 tokens of text + 2 markers; an estimate, not tokenized here.
+QWEN3_TEXT_TOKENS_PER_GROUP = 8
+
+# vLLM hands out KV cache in blocks of this many tokens; a sequence occupies whole blocks.
+KV_BLOCK_TOKENS = 16
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+
+
+# ---------------------------------------------------------------------------------------------- weights
+
+def bits_per_weight(method: str, bits: int = 4, group_size: int = 128, double_quant: bool = True) -> float:
+    """Stored bits per quantized weight, quantization metadata included.
+
+    awq/gptq: `bits` per weight + one fp16 scale and one `bits`-wide packed zero point per group
+      (AutoAWQ GEMM and GPTQ layouts); 4-bit, group 128 -> 4.156. GPTQ's g_idx (one int32 per input
+      channel) adds < 0.01 bit and is ignored.
+    nf4 (bitsandbytes): 4 bits + one absmax per block of 64; fp32 absmax (+0.5 bit) or, with double
+      quantization, an 8-bit absmax plus one fp32 constant per 256 blocks (+0.127 bit).
+    int8 (bitsandbytes LLM.int8): 8 bits + one fp32 scale per output row (ignored, < 0.01 bit).
+    """
+    if method in ("awq", "gptq"):
+        return bits + (16 + bits) / group_size
+    if method == "nf4":
+        return 4 + (8 / 64 + 32 / (64 * 256) if double_quant else 32 / 64)
+    if method == "int8":
+        return 8.0
+    raise ValueError(f"no bit width for quantization method {method!r}")
+
+
+def embedding_params(arch: dict) -> int:
+    """Input embedding + LM head (one matrix when tied). Quantizers leave both in 16-bit."""
+    return arch["vocab_size"] * arch["hidden_size"] * (1 if arch.get("tie_word_embeddings") else 2)
+
+
+def _head_dim(arch: dict) -> int:
+    return arch.get("head_dim") or arch["hidden_size"] // arch["num_heads"]
+
+
+def lm_params(arch: dict) -> int:
+    """Decoder-only LM (LLaMA / Qwen2 / Qwen3 layout): attention, gated MLP, RMSNorms, embeddings."""
+    h, heads, kv, hd = arch["hidden_size"], arch["num_heads"], arch["num_kv_heads"], _head_dim(arch)
+    attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h
+    if arch.get("attention_bias"):       # Qwen2/2.5: biases on q, k, v
+        attn += heads * hd + 2 * kv * hd
+    if arch.get("qk_norm"):              # Qwen3: RMSNorm on q and k per head
+        attn += 2 * hd
+    layer = attn + 3 * h * arch["intermediate_size"] + 2 * h
+    return arch["num_layers"] * layer + embedding_params(arch) + h
+
+
+def vision_params(family: str, arch: dict) -> int:
+    """Vision tower + projector into the LM, per family (module layouts of transformers 5.19)."""
+    vh, vi, depth = arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["vision_depth"]
+    h = arch["hidden_size"]
+    if family == "qwen2_5_vl":
+        p, t, m2 = arch["patch_size"], arch["temporal_patch_size"], arch["spatial_merge_size"] ** 2
+        block = 2 * vh + (3 * vh * vh + 3 * vh) + (vh * vh + vh) + 2 * (vh * vi + vi) + (vi * vh + vh)
+        merger = vh + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h     # RMSNorm, then 2-layer MLP
+        return 3 * t * p * p * vh + depth * block + merger
+    if family == "qwen3_vl":
+        p, t, m2 = arch["patch_size"], arch["temporal_patch_size"], arch["spatial_merge_size"] ** 2
+        block = 4 * vh + (3 * vh * vh + 3 * vh) + (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)
+
+        def merger(norm_dim: int) -> int:  # LayerNorm, fc1 (4vh -> 4vh), fc2 (4vh -> h)
+            return 2 * norm_dim + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h
+
+        deepstack = len(arch.get("deepstack_visual_indexes") or ())
+        return (3 * t * p * p * vh + vh + arch["num_position_embeddings"] * vh + depth * block
+                + merger(vh) + deepstack * merger(m2 * vh))
+    if family == "llava_next_video":    # CLIP ViT + 2-layer projector + image_newline
+        p, size = arch["patch_size"], arch["image_size"]
+        embed = 3 * p * p * vh + vh + ((size // p) ** 2 + 1) * vh
+        block = 4 * vh + 4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)   # 2 LayerNorms, q/k/v/o, MLP
+        return embed + 4 * vh + depth * block + (vh * h + h) + (h * h + h) + h
+    raise ValueError(f"no parameter formula for family {family!r}: give arch.params_lm and arch.params_vision")
+
+
+def param_counts(family: str, arch: dict) -> tuple[int, int]:
+    """(language model, vision tower) parameters; explicit arch.params_lm / params_vision win."""
+    lm = arch.get("params_lm") or lm_params(arch)
+    vision = arch.get("params_vision") or vision_params(family, arch)
+    return int(lm), int(vision)
+
+
+def weight_bytes(family: str, arch: dict, dtype: str, method: str = "none", bits: int = 4,
+                 group_size: int = 128, double_quant: bool = True) -> dict[str, float]:
+    """Bytes of weights in memory, split into the LM and the vision tower.
+
+    Quantized: the LM's linear layers at `bits_per_weight`; embeddings, LM head, norms and the whole
+    vision tower stay in `dtype` (official Qwen AWQ releases list `visual` in modules_to_not_convert;
+    for bitsandbytes the plan passes the vision modules and lm_head as llm_int8_skip_modules).
+    """
+    lm, vision = param_counts(family, arch)
+    unquantized = dtype_bytes(dtype)
+    if method == "none":
+        lm_bytes = lm * unquantized
+    else:
+        embeddings = embedding_params(arch)
+        linear = lm - embeddings
+        lm_bytes = linear * bits_per_weight(method, bits, group_size, double_quant) / 8 + embeddings * unquantized
+    vision_bytes = vision * unquantized
+    return {"lm": lm_bytes, "vision": vision_bytes, "total": lm_bytes + vision_bytes}
+
+
+# ---------------------------------------------------------------------------------------------- KV cache
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_value: float) -> float:
+    """K and V for every layer: 2 x layers x KV heads x head_dim x bytes. Grouped-query attention
+    stores only the KV heads, so e.g. LLaMA-3-8B (8 KV heads of 32) needs a quarter of LLaMA-7B's."""
+    return 2 * num_layers * num_kv_heads * head_dim * bytes_per_value
+
+
+def arch_kv_bytes_per_token(arch: dict, kv_dtype: str) -> float:
+    return kv_bytes_per_token(arch["num_layers"], arch["num_kv_heads"], _head_dim(arch), dtype_bytes(kv_dtype))
+
+
+def kv_bytes(per_token: float, tokens: int, sequences: int = 1, block: int = 1) -> float:
+    """KV cache for `sequences` of `tokens` each; `block` rounds each sequence up to whole blocks."""
+    return per_token * (math.ceil(tokens / block) * block) * sequences
+
+
+# ---------------------------------------------------------------------------------------------- video tokens
+
+def qwen2_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Qwen2/2.5-VL processors' smart_resize, per frame (transformers 5.19, video_processing_qwen2_vl)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def qwen3_resize(frames: int, height: int, width: int, factor: int, temporal: int,
+                 min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Qwen3-VL's smart_resize: the pixel limits bound the whole clip (frames x H x W), not one frame."""
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        height, width = int(height * scale), int(width * scale)
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    t_bar = round(frames / temporal) * temporal
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def vision_tokens(family: str, arch: dict, frames: int, width: int, height: int) -> int:
+    """Video placeholder tokens one clip becomes in the LM's sequence.
+
+    Qwen2/2.5/3-VL: frames are resized to multiples of patch x merge (within the processor's pixel
+    limits), grouped `temporal_patch_size` at a time (an odd count is padded with the last frame), and
+    each group gives (H/patch/merge) x (W/patch/merge) tokens.
+    LLaVA-NeXT-Video: every frame is resized and centre-cropped to the CLIP tower's image_size (336),
+    giving (336/14)^2 = 576 patches, average-pooled with stride `spatial_pool_stride` (2) to
+    ceil(24/2)^2 = 144 tokens per frame, whatever the input resolution; no temporal merge
+    (vLLM llava_next_video.py, pooled_grid_length).
+    """
+    if frames < 1 or width < 1 or height < 1:
+        raise ValueError(f"a clip needs frames, width and height >= 1, got {frames}, {width}x{height}")
+    if family in QWEN_FAMILIES:
+        patch, merge, temporal = arch["patch_size"], arch["spatial_merge_size"], arch["temporal_patch_size"]
+        factor = patch * merge
+        default_min, default_max = VIDEO_PIXEL_DEFAULTS[family]
+        min_px, max_px = arch.get("video_min_pixels") or default_min, arch.get("video_max_pixels") or default_max
+        if family == "qwen3_vl":
+            if frames < temporal:
+                raise ValueError(f"Qwen3-VL needs at least {temporal} frames per clip, got {frames}")
+            h, w = qwen3_resize(frames, height, width, factor, temporal, min_px, max_px)
+        else:
+            h, w = qwen2_resize(height, width, factor, min_px, max_px)
+        return math.ceil(frames / temporal) * (h // factor) * (w // factor)
+    if family == "llava_next_video":
+        pooled = math.ceil(arch["image_size"] // arch["patch_size"] / arch["spatial_pool_stride"])
+        return frames * pooled * pooled
+    raise ValueError(f"no video-token rule for family {family!r}")
+
+
+def video_text_tokens(family: str, arch: dict, frames: int) -> int:
+    """Text the processor adds around a video beyond the prompt's own markers (Qwen3-VL timestamps)."""
+    if family == "qwen3_vl":
+        return math.ceil(frames / arch["temporal_patch_size"]) * QWEN3_TEXT_TOKENS_PER_GROUP
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- reserve
+
+def activation_bytes(arch: dict, tokens: int, act_bytes: int) -> float:
+    """Peak LM activations for a forward pass over `tokens` tokens: residual, norm output and q/k/v/o
+    (~4 x hidden) plus the gated MLP's two intermediate tensors (2 x intermediate) alive at once.
+    A rough upper estimate; vLLM measures the real peak in its start-up profile run."""
+    return tokens * (4 * arch["hidden_size"] + 2 * arch["intermediate_size"]) * act_bytes
+
+
+def vision_activation_bytes(arch: dict, video_tokens: int, act_bytes: int, merge: int = 2) -> float:
+    """The vision tower's peak over one clip: patches (merge^2 per video token) x its hidden widths."""
+    patches = video_tokens * merge * merge
+    return patches * (4 * arch["vision_hidden_size"] + 2 * arch["vision_intermediate_size"]) * act_bytes
+
+
+def logits_bytes(arch: dict, sequences: int) -> float:
+    """fp32 logits over the vocabulary for the last position of each running sequence (sampling)."""
+    return sequences * arch["vocab_size"] * 4
+
+
+def cap_utilization(tier_vram_gib: float, tier_utilization: float, device_vram_gib: float) -> float:
+    """gpu_memory_utilization that gives vLLM on a bigger device the memory the tier would give it.
+
+    vLLM budgets `utilization x device total`; to rehearse a 16 GB tier on an 80 GB device we want
+    `device x u = tier x tier_utilization`. A device smaller than the tier cannot rehearse it.
+    """
+    if device_vram_gib <= 0 or tier_vram_gib <= 0:
+        raise ValueError("device and tier memory must be > 0 GiB")
+    if device_vram_gib < tier_vram_gib:
+        raise ValueError(f"the device has {device_vram_gib:g} GiB, less than the tier's {tier_vram_gib:g} GiB")
+    return tier_vram_gib * tier_utilization / device_vram_gib

@@ -1,0 +1,290 @@
+"""The plan: tier + model preset + quantization + engine -> engine settings, and whether it fits.
+
+Made before anything loads. Impossible combinations raise PlanError (quant.rules); a combination that
+is possible but does not fit in memory comes back with `fits=False` and reasons saying what to change
+(`Plan.raise_if_unfit()` turns that into a PlanError for the job).
+
+Memory model (GPU): vLLM may use `total x gpu_memory_utilization`. From that come the weights
+(quant.memory.weight_bytes), a reserve, and what is left is KV cache. The reserve is an assumption:
+  OVERHEAD_GIB for the CUDA context, non-torch allocations and fragmentation,
+  + CUDA_GRAPH_GIB when vLLM captures CUDA graphs (enforce_eager false),
+  + LM activations for one scheduler step of max_num_batched_tokens tokens,
+  + fp32 logits for max_num_seqs sequences,
+  + the vision tower's activations for max(one clip, max_num_batched_tokens) video tokens.
+vLLM measures its real peak at start-up; this errs on the high side so a plan that fits here starts.
+The transformers engine (engine=hf) has no paged cache: each sequence in a batch costs its KV cache plus
+its prefill activations. CPU with vLLM: the KV budget is exactly VLLM_CPU_KVCACHE_SPACE (gpu.env).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from quant.errors import PlanError
+from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
+                          dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
+                          vision_tokens, weight_bytes)
+from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_quant
+from quant.tiers import Tier
+
+OVERHEAD_GIB = 1.0
+CUDA_GRAPH_GIB = 0.5
+MAX_MODEL_LEN_STEP = 256        # max_model_len is rounded up to this when the planner picks it
+REQUIRED_ARCH = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size")
+
+
+@dataclass
+class Plan:
+    model: str
+    family: str
+    tier: str
+    engine: str
+    dtype: str
+    model_path: str | None              # what to load: quant.checkpoint if given, else model.path
+    quantization: dict                  # method, bits, group_size, double_quant, priority, auto, why
+    vllm: dict | None                   # keyword arguments for vllm.LLM (engine=vllm)
+    hf: dict | None                     # dtype, device, max_batch_size, quantization_config (engine=hf)
+    memory_gib: dict                    # total, utilization, budget, weights, reserve, kv budget, ...
+    kv_bytes_per_token: int
+    sequences_fit: int | None           # concurrent requests the KV budget holds (None: not checked)
+    vision_tokens_per_clip: int
+    tokens_per_request: int             # prompt text + video (+ Qwen3 timestamps) + max_new_tokens
+    fits: bool
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    speculative: dict | None = None     # the tier's suggestion, for the job's speculative settings
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def raise_if_unfit(self) -> "Plan":
+        if not self.fits:
+            raise PlanError(f"{self.model} on {self.tier} ({self.engine}, {self.quantization['method']}) "
+                            f"does not fit: {' '.join(self.reasons)}")
+        return self
+
+
+def _arch(model: dict) -> dict:
+    arch = model.get("arch")
+    if not arch:
+        raise PlanError(f"model preset {model.get('name', '?')!r} has no `arch:` block (layers, heads, vision "
+                        "sizes): add one to its conf/model yaml (quant/README.md lists the keys)")
+    missing = [key for key in REQUIRED_ARCH if arch.get(key) is None]
+    if missing:
+        raise PlanError(f"`model.arch` of {model.get('name', '?')!r} lacks {', '.join(missing)}: copy them from "
+                        "the checkpoint's config.json")
+    return arch
+
+
+def _clip(video: dict | None, model: dict) -> tuple[int, int, int]:
+    video = video or {}
+    frames = video.get("frames") or video.get("num_frames") or model.get("frames")
+    width = video.get("width") or model.get("frame_width")
+    height = video.get("height") or model.get("frame_height")
+    if not (frames and width and height):
+        raise PlanError("the clip size is unknown: set `video.num_frames`, `video.width` and `video.height` "
+                        "(or model.frames / frame_width / frame_height)")
+    return int(frames), int(width), int(height)
+
+
+def _round_up(n: int, step: int) -> int:
+    return math.ceil(n / step) * step
+
+
+def _quant_config(choice, dtype: str, arch: dict) -> dict | None:
+    """transformers BitsAndBytesConfig arguments; the vision tower and lm_head stay unquantized."""
+    skip = list(arch.get("vision_modules") or []) + ["lm_head"]
+    if choice.method == "nf4":
+        return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": choice.double_quant,
+                "bnb_4bit_compute_dtype": dtype, "llm_int8_skip_modules": skip}
+    if choice.method == "int8":
+        return {"load_in_8bit": True, "llm_int8_skip_modules": skip}
+    return None
+
+
+def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | dict, video: dict | None = None,
+              max_new_tokens: int = 48, prompt_text_tokens: int = 80, device_vram_gib: float | None = None,
+              cap_to_tier: bool | None = None) -> Plan:
+    """Plan one job from plain dicts (as `OmegaConf.to_container(cfg.<group>, resolve=True)` gives them).
+
+    video: {frames|num_frames, width, height}; defaults to the model preset's frames and frame size.
+    device_vram_gib: the actual GPU's total memory in GiB (torch.cuda.mem_get_info()[1] / 2**30), needed
+    with cap_to_tier (argument, or `gpu.cap_to_tier`) to rehearse a small tier on a bigger GPU.
+    """
+    tier = tier if isinstance(tier, Tier) else Tier.from_config(tier)
+    engine = str(engine.get("name")) if isinstance(engine, dict) else str(engine)
+    arch, family = _arch(model), str(model.get("family"))
+    choice = resolve_quant(quant, model, tier, engine)
+    warnings = check_combination(model, engine, choice, tier)
+    dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
+    warnings += dtype_warnings
+
+    frames, width, height = _clip(video, model)
+    try:
+        video_tokens = vision_tokens(family, arch, frames, width, height)
+    except ValueError as exc:
+        raise PlanError(f"`video`: {exc}") from None
+    need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
+    context = arch.get("max_position_embeddings")
+
+    weights = weight_bytes(family, arch, dtype, choice.method, choice.bits or 4, choice.group_size or 128,
+                           choice.double_quant)
+    kv_dtype = dtype if tier.kv_cache_dtype == "auto" else tier.kv_cache_dtype
+    kv_tok = arch_kv_bytes_per_token(arch, kv_dtype)
+    kv_seq = kv_bytes(kv_tok, need, block=KV_BLOCK_TOKENS)
+    act = dtype_bytes(dtype)
+
+    # max_model_len: the preset's, unless a request would not fit in it
+    max_len = int(model.get("max_model_len") or 0)
+    if max_len < need:
+        picked = _round_up(need, MAX_MODEL_LEN_STEP)
+        if max_len:
+            warnings.append(f"model.max_model_len={max_len} is below the {need} tokens a request needs: "
+                            f"the plan uses {picked} (set model.max_model_len={picked})")
+        max_len = picked
+    if context:
+        max_len = min(max_len, int(context))
+
+    util = tier.gpu_memory_utilization
+    cap = tier.cap_to_tier if cap_to_tier is None else cap_to_tier
+    total_gib = tier.vram_gib if tier.is_gpu else tier.ram_gib
+    if tier.is_gpu and cap:
+        if device_vram_gib is None:
+            raise PlanError("`gpu.cap_to_tier=true` needs the device's memory: pass device_vram_gib "
+                            "(torch.cuda.mem_get_info()[1] / 2**30)")
+        try:
+            util = cap_utilization(tier.vram_gib, util, device_vram_gib)
+        except ValueError as exc:
+            raise PlanError(f"cannot rehearse tier {tier.name} on this GPU: {exc}; pick a smaller tier "
+                            "(gpu=...) or set `gpu.cap_to_tier=false`") from None
+        total_gib = device_vram_gib
+        warnings.append(f"rehearsing {tier.name} on a {device_vram_gib:g} GiB device: a memory fraction of "
+                        f"{util:.4f} (vLLM gpu_memory_utilization, or torch's per-process fraction on engine=hf) "
+                        f"gives the engine the tier's {tier.vram_gib:g} x {tier.gpu_memory_utilization} GiB; "
+                        "memory fit is rehearsed, speed is not")
+    elif tier.is_gpu and device_vram_gib and abs(device_vram_gib - tier.vram_gib) > 0.05 * tier.vram_gib:
+        warnings.append(f"this GPU has {device_vram_gib:g} GiB, tier {tier.name} assumes {tier.vram_gib:g} GiB: "
+                        "vLLM budgets from the real device; set gpu.cap_to_tier=true to rehearse the tier")
+
+    def budget_for(length: int) -> tuple[int, float, float, float]:
+        """(max_num_batched_tokens, budget, reserve, KV budget) in bytes for a max_model_len."""
+        batched = tier.max_num_batched_tokens
+        if engine == "vllm" and not tier.enable_chunked_prefill and batched < length:
+            batched = length  # without chunked prefill a whole prompt must fit in one step
+        if not tier.is_gpu:
+            if engine == "vllm":
+                if tier.cpu_kv_cache_gib is None:
+                    raise PlanError("`gpu.env.VLLM_CPU_KVCACHE_SPACE` is unset: vLLM then sizes the KV cache "
+                                    "itself (13.8 GiB on the 2-core machine, PLATFORM_NOTES); set it in GiB")
+                # weights live in host RAM, the KV cache in its own fixed space
+                ram = math.inf if tier.ram_gib is None else tier.ram_gib * GIB
+                return batched, ram, 0.0, tier.cpu_kv_cache_gib * GIB
+            if tier.ram_gib is None:
+                return batched, math.inf, 0.0, math.inf
+            budget = tier.ram_gib * GIB
+            return batched, budget, OVERHEAD_GIB * GIB, budget - weights["total"] - OVERHEAD_GIB * GIB
+        budget = total_gib * GIB * util
+        reserve = OVERHEAD_GIB * GIB
+        if engine == "vllm":
+            reserve += (0 if tier.enforce_eager else CUDA_GRAPH_GIB * GIB) + activation_bytes(arch, batched, act)
+            reserve += logits_bytes(arch, tier.max_num_seqs)
+            if arch.get("vision_hidden_size"):
+                reserve += vision_activation_bytes(arch, max(video_tokens, batched), act)
+        return batched, budget, reserve, budget - weights["total"] - reserve
+
+    batched, budget, reserve, kv_budget = budget_for(max_len)
+    per_seq = kv_seq
+    if engine == "hf":  # no paging: each sequence of a batch also holds its prefill activations
+        per_seq += activation_bytes(arch, need, act)
+        if arch.get("vision_hidden_size"):
+            per_seq += vision_activation_bytes(arch, video_tokens, act)
+    needed_len = min(_round_up(need, MAX_MODEL_LEN_STEP), max_len)
+    if engine == "vllm" and kv_budget < kv_bytes(kv_tok, max_len) and max_len > needed_len:
+        # vLLM refuses to start when one max_model_len sequence cannot fit the KV cache
+        warnings.append(f"lowered max_model_len from {max_len} to {needed_len} so one sequence fits the KV cache "
+                        "(vLLM checks this at start-up)")
+        max_len = needed_len
+        batched, budget, reserve, kv_budget = budget_for(max_len)
+    if engine == "vllm" and batched != tier.max_num_batched_tokens:
+        warnings.append(f"max_num_batched_tokens raised from {tier.max_num_batched_tokens} to {batched}: without "
+                        "chunked prefill vLLM needs it >= max_model_len (or set gpu.enable_chunked_prefill=true)")
+
+    reasons: list[str] = []
+    unbounded = math.isinf(kv_budget)
+    seqs = None if unbounded else max(0, int(kv_budget // per_seq))
+    fits = True
+    if context and need > context:
+        fits = False
+        reasons.append(f"a request needs {need} tokens but {model.get('name')} handles {context}: use fewer frames "
+                       "(video.num_frames) or smaller frames (model.frame_width / model.frame_height)")
+    if weights["total"] >= budget:
+        fits = False
+        four_bit = weight_bytes(family, arch, dtype, "awq", 4, 128)["total"] / GIB
+        smaller = (f"4-bit weights (quant=awq with an AWQ checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; "
+                   if choice.method in ("none", "int8") else f"the weights are already {choice.method}: ")
+        reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB but the budget is {budget / GIB:.1f} GiB "
+                       f"({_budget_words(tier, total_gib, util)}): {smaller}pick a GPU tier with more memory "
+                       "(gpu=...) or a smaller model")
+    elif seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
+        fits = False
+        reasons.append(f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache but "
+                       f"VLLM_CPU_KVCACHE_SPACE is {tier.cpu_kv_cache_gib:g} GiB: raise gpu.env.VLLM_CPU_KVCACHE_SPACE, "
+                       "or use fewer or smaller frames (video.num_frames, model.frame_width/height)")
+    elif seqs is not None and seqs < 1:
+        fits = False
+        reasons.append(f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache"
+                       f"{' and activations' if engine == 'hf' else ''}, but weights ({weights['total'] / GIB:.2f} GiB) "
+                       f"and reserve ({reserve / GIB:.2f} GiB) leave {max(kv_budget, 0) / GIB:.2f} GiB of "
+                       f"{budget / GIB:.1f}: use fewer or smaller frames (video.num_frames, model.frame_width/height), "
+                       "a lower sampling.max_new_tokens, quantized weights (quant=...), or a higher "
+                       "gpu.gpu_memory_utilization")
+    max_num_seqs = tier.max_num_seqs if seqs is None or not fits else max(1, min(tier.max_num_seqs, seqs))
+    if fits and seqs is not None and not tier.is_gpu and engine == "vllm":
+        reasons.append(f"fits: VLLM_CPU_KVCACHE_SPACE={tier.cpu_kv_cache_gib:g} GiB holds {seqs} concurrent requests "
+                       f"of {need} tokens ({per_seq / 2**20:.1f} MiB each); max_num_seqs {tier.max_num_seqs} -> "
+                       f"{max_num_seqs}; weights {weights['total'] / GIB:.2f} GiB in host RAM"
+                       f"{' (not checked: set gpu.ram_gib)' if tier.ram_gib is None else ''}")
+    elif fits and seqs is not None:
+        reasons.append(f"fits: {weights['total'] / GIB:.2f} GiB weights + {reserve / GIB:.2f} GiB reserve leave "
+                       f"{kv_budget / GIB:.2f} GiB for KV cache = {seqs} concurrent requests of {need} tokens "
+                       f"({per_seq / 2**20:.0f} MiB each); "
+                       + (f"max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}" if engine == "vllm"
+                          else f"batches of up to {seqs}"))
+    elif fits:
+        reasons.append(f"fits by assumption: host RAM not checked (set gpu.ram_gib); weights "
+                       f"{weights['total'] / GIB:.2f} GiB, {per_seq / 2**20:.1f} MiB per request")
+
+    vllm = hf = None
+    if engine == "vllm":
+        vllm = {"dtype": dtype, "gpu_memory_utilization": None if util is None else round(util, 4),
+                "max_num_seqs": max_num_seqs, "max_num_batched_tokens": batched, "max_model_len": max_len,
+                "enable_chunked_prefill": tier.enable_chunked_prefill, "enforce_eager": tier.enforce_eager,
+                "quantization": (choice.checkpoint_format or choice.method) if choice.method in PREQUANTIZED else None,
+                "kv_cache_dtype": tier.kv_cache_dtype}
+    else:
+        # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
+        hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
+              "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
+              "quantization_config": _quant_config(choice, dtype, arch) if choice.method in BITSANDBYTES else None}
+    gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
+    return Plan(
+        model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,
+        model_path=choice.checkpoint or model.get("path"),
+        quantization={"method": choice.method, "bits": choice.bits, "group_size": choice.group_size,
+                      "double_quant": choice.double_quant, "priority": choice.priority, "auto": choice.auto,
+                      "checkpoint": choice.checkpoint, "why": choice.why},
+        vllm=vllm, hf=hf,
+        memory_gib={"total": total_gib, "utilization": None if util is None else round(util, 4),
+                    "budget": gib(budget), "weights": gib(weights["total"]), "weights_lm": gib(weights["lm"]),
+                    "weights_vision": gib(weights["vision"]), "reserve": gib(reserve), "kv_budget": gib(kv_budget),
+                    "kv_per_sequence": gib(kv_seq)},
+        kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
+        tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, speculative=tier.speculative,
+    )
+
+
+def _budget_words(tier: Tier, total_gib, util) -> str:
+    if tier.is_gpu:
+        return f"{total_gib:g} GiB x gpu_memory_utilization {util:.2f}"
+    return f"host RAM, gpu.ram_gib={tier.ram_gib:g}"  # only checked when the cpu tier gives ram_gib

@@ -1,0 +1,158 @@
+"""Which quantization, and whether model + engine + quantization + tier can work together.
+
+The rule (design documents): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
+<=40 GB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
+
+What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), and so what is checked:
+- vLLM 0.32 has no `bitsandbytes` quantization method at all (vllm/model_executor/layers/quantization/
+  __init__.py; also tried on this machine, PLATFORM_NOTES): nf4 and int8 mean engine=hf.
+- Neither engine quantizes to AWQ/GPTQ while loading: those need a pre-quantized checkpoint.
+- vLLM's AWQ/GPTQ configs take float16/bfloat16 activations only (AutoAWQConfig/AutoGPTQConfig
+  .get_supported_act_dtypes), so float32 tiers run them in a 16-bit dtype.
+- transformers loads AWQ/GPTQ checkpoints through gptqmodel (+ accelerate; GPTQ also optimum), not in
+  this project's dependencies, and runs AWQ in float16 on CUDA.
+- vLLM has had no vision-attention backend for Turing in Qwen2.5-VL/Qwen3-VL (vllm issue 29743).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quant.errors import PlanError
+from quant.tiers import Tier
+
+METHODS = ("none", "awq", "gptq", "nf4", "int8")
+PRIORITIES = ("quality", "memory")
+ENGINES = ("vllm", "hf")
+BITSANDBYTES = ("nf4", "int8")
+PREQUANTIZED = ("awq", "gptq")
+QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+DEFAULT_BITS = {"awq": 4, "gptq": 4, "nf4": 4, "int8": 8}
+
+
+@dataclass(frozen=True)
+class QuantChoice:
+    method: str                       # none | awq | gptq | nf4 | int8
+    bits: int | None = None           # None for "none" (the dtype's width)
+    group_size: int | None = None
+    double_quant: bool = False
+    priority: str = "quality"
+    checkpoint: str | None = None     # pre-quantized weights to load instead of model.path
+    checkpoint_format: str | None = None
+    auto: bool = False                # chosen by the rule rather than named by the user
+    why: str = ""
+
+
+def choose_quant(vram_gb: float, priority: str = "quality") -> QuantChoice:
+    """The design rule, from the GPU's nominal VRAM (GB) and what to favour."""
+    if priority not in PRIORITIES:
+        raise PlanError(f"`quant.priority={priority}` is not valid; choose one of: {', '.join(PRIORITIES)}")
+    if vram_gb < 0:
+        raise PlanError(f"`gpu.vram_gb` must be >= 0, got {vram_gb}")
+    quality = priority == "quality"
+    if vram_gb <= 16:
+        method, band = "nf4", "<= 16 GB"
+    elif vram_gb <= 24:
+        method, band = ("awq" if quality else "nf4"), "<= 24 GB"
+    elif vram_gb <= 40:
+        method, band = ("int8" if quality else "awq"), "<= 40 GB"
+    else:
+        method, band = ("none" if quality else "awq"), "> 40 GB"
+    return QuantChoice(method=method, bits=DEFAULT_BITS.get(method), group_size=128 if method in PREQUANTIZED else None,
+                       double_quant=method == "nf4", priority=priority, auto=True,
+                       why=f"rule: {vram_gb:g} GB is {band}, {priority} first -> {method}")
+
+
+def resolve_quant(quant: dict | None, model: dict, tier: Tier, engine: str) -> QuantChoice:
+    """The `quant` group dict -> a concrete choice (auto applies the rule, adapted to what can run)."""
+    q = dict(quant or {"method": "auto"})
+    method = str(q.get("method") or "auto")
+    priority = str(q.get("priority") or "quality")
+    if method != "auto" and method not in METHODS:
+        raise PlanError(f"`quant.method={method}` is not valid; choose one of: auto, {', '.join(METHODS)}")
+    if priority not in PRIORITIES:
+        raise PlanError(f"`quant.priority={priority}` is not valid; choose one of: {', '.join(PRIORITIES)}")
+    released = model.get("quantized")
+    if method == "auto":
+        if released:
+            method, why = released, f"the model preset is a {released} release: its weights are already quantized"
+        elif not tier.is_gpu:
+            method, why = "none", (f"{tier.name} tier: no VRAM to save, weights in {tier.dtype}; "
+                                   "for 4-bit on CPU set quant=awq or quant=gptq with a checkpoint")
+        else:
+            rule = choose_quant(tier.vram_gb, priority)
+            method, why = rule.method, rule.why
+            if engine == "vllm" and method in BITSANDBYTES:
+                # vLLM 0.32 cannot run bitsandbytes: take the nearest method it can run
+                method = "awq" if method == "nf4" else "none"
+                why += (f"; engine=vllm has no bitsandbytes, so {method} instead "
+                        "(engine=hf runs the rule's choice)")
+    else:
+        why = f"set by quant={method}"
+    bits = q.get("bits") or DEFAULT_BITS.get(method)
+    if released == method and (model.get("arch") or {}).get("quant_bits"):
+        bits = model["arch"]["quant_bits"]
+    group = q.get("group_size") if method in PREQUANTIZED else None
+    if method in PREQUANTIZED and released == method:
+        group = (model.get("arch") or {}).get("quant_group_size") or group
+    return QuantChoice(method=method, bits=None if method == "none" else int(bits),
+                       group_size=int(group or 128) if method in PREQUANTIZED else None,
+                       double_quant=bool(q.get("double_quant", True)) if method == "nf4" else False,
+                       priority=priority, checkpoint=q.get("checkpoint") or None,
+                       checkpoint_format=q.get("checkpoint_format") or None,
+                       auto=str(q.get("method") or "auto") == "auto", why=why)
+
+
+def check_combination(model: dict, engine: str, quant: QuantChoice, tier: Tier) -> list[str]:
+    """Raise PlanError for what cannot work; return warnings for what works with a caveat."""
+    name, family = model.get("name", "?"), model.get("family", "?")
+    released = model.get("quantized")
+    warnings: list[str] = []
+    if engine not in ENGINES:
+        raise PlanError(f"`engine={engine}` is not valid; choose one of: {', '.join(ENGINES)}")
+    m = quant.method
+    if released and m != released:
+        base = f"the bf16 base preset (model={model.get('base_preset')})" if model.get("base_preset") else "its bf16 base preset"
+        raise PlanError(f"`model={name}` is a {released} release (weights already quantized), so only "
+                        f"`quant={released}` (or quant=auto) applies; for quant={m} use {base}")
+    # the engine cannot run the model on this GPU at all: say so before anything about quantization
+    if engine == "vllm" and family in QWEN_VL and not tier.vllm_vision_ok:
+        raise PlanError(f"tier {tier.name} (sm{(tier.compute_capability or '?').replace('.', '')}): vLLM has had no "
+                        f"vision-attention backend for Turing in {family} (vllm issue 29743): use `engine=hf`, or set "
+                        "`gpu.vllm_vision_ok=true` once your vLLM build is checked to run it on this GPU")
+    if m in BITSANDBYTES and engine == "vllm":
+        raise PlanError(f"`quant={m}` uses bitsandbytes, which vLLM 0.32 does not have: use `engine=hf` "
+                        "(transformers + bitsandbytes) or `quant=awq` / `quant=gptq` with a pre-quantized checkpoint")
+    if m == "awq" and quant.bits != 4:
+        raise PlanError(f"`quant.bits={quant.bits}` with quant=awq: AWQ checkpoints here are 4-bit; set `quant.bits=4`")
+    if m == "gptq" and quant.bits not in (2, 3, 4, 8):
+        raise PlanError(f"`quant.bits={quant.bits}` with quant=gptq: choose 2, 3, 4 or 8")
+    if m in PREQUANTIZED and released != m and not quant.checkpoint:
+        hint = (f"`model={model['awq_preset']}` (the official AWQ release)"
+                if m == "awq" and model.get("awq_preset") else "a model preset that is such a release")
+        how = " (auto chose it)" if quant.auto else ""
+        raise PlanError(f"`quant={m}`{how} needs pre-quantized {m.upper()} weights; vLLM and transformers do not "
+                        f"quantize to {m.upper()} while loading: use {hint}, set `quant.checkpoint=<dir or hub id>` "
+                        f"(llm-compressor makes one), or `engine=hf quant=nf4` to quantize at load")
+    if m in PREQUANTIZED and engine == "hf":
+        extra = " + optimum" if m == "gptq" else ""
+        warnings.append(f"transformers loads {m.upper()} checkpoints through gptqmodel (+ accelerate{extra}), which "
+                        "this project does not install: add them to the environment, or use engine=vllm")
+    return warnings
+
+
+def plan_dtype(model: dict, tier: Tier, quant: QuantChoice, engine: str) -> tuple[str, list[str]]:
+    """The dtype the engine should load and compute in, with warnings when it differs from the tier's."""
+    dtype, warnings = tier.dtype, []
+    if model.get("dtype") == "bfloat16" and dtype == "float16" and quant.method == "none":
+        warnings.append(f"{model.get('name')} is stored in bfloat16 and runs in float16 on {tier.name}; "
+                        "values beyond float16's range would overflow")
+    if quant.method in PREQUANTIZED:
+        if engine == "vllm" and dtype == "float32":
+            dtype = "bfloat16" if tier.supports_bf16 else "float16"
+            warnings.append(f"vLLM runs {quant.method.upper()} with 16-bit activations only: dtype {dtype} "
+                            f"instead of the tier's float32")
+        elif engine == "hf" and tier.is_gpu and dtype != "float16":
+            dtype = "float16"
+            warnings.append(f"transformers runs {quant.method.upper()} in float16 on CUDA (it casts bfloat16)")
+    return dtype, warnings

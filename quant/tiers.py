@@ -1,0 +1,93 @@
+"""A GPU tier (conf/gpu/*.yaml) as a validated, typed value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quant.errors import PlanError
+from quant.memory import GB, GIB
+
+DEVICES = ("cuda", "cpu")
+DTYPES = ("float32", "float16", "bfloat16")
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    device: str
+    vram_gb: float                     # nominal size; the quantization rule reads it (0 on cpu)
+    vram_gib: float                    # driver-reported total; what gpu_memory_utilization multiplies
+    dtype: str
+    enforce_eager: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float | None
+    enable_chunked_prefill: bool = False
+    supports_bf16: bool = True
+    compute_capability: str | None = None
+    vllm_vision_ok: bool = True        # False: vLLM cannot run Qwen VL vision towers here (issue 29743)
+    suggested_engine: str = "vllm"
+    kv_cache_dtype: str = "auto"
+    speculative: dict | None = None    # a suggestion for the job's speculative settings
+    cap_to_tier: bool = False          # rehearse this tier on a bigger device
+    cpu_kv_cache_gib: float | None = None  # cpu: VLLM_CPU_KVCACHE_SPACE, the whole KV budget
+    ram_gib: float | None = None       # cpu: host memory for weights; None = not checked
+    env: dict = field(default_factory=dict)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device == "cuda"
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "Tier":
+        """Validate a `gpu` group dict; raises PlanError naming the `gpu.<key>` to fix."""
+        cfg = dict(cfg)
+
+        def need(key):
+            if cfg.get(key) is None:
+                raise PlanError(f"`gpu.{key}` is missing from tier {cfg.get('name', '?')!r}: add it to its conf/gpu yaml")
+            return cfg[key]
+
+        name, device = str(need("name")), str(need("device"))
+        if device not in DEVICES:
+            raise PlanError(f"`gpu.device={device}` is not valid; choose one of: {', '.join(DEVICES)}")
+        dtype = str(need("dtype"))
+        if dtype not in DTYPES:
+            raise PlanError(f"`gpu.dtype={dtype}` is not valid; choose one of: {', '.join(DTYPES)}")
+        vram_gb = float(cfg.get("vram_gb") or 0)
+        if device == "cuda" and vram_gb <= 0:
+            raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
+        # decimal GB -> GiB when the driver figure is not given: a 16 GB card is 14.9 GiB
+        vram_gib = float(cfg.get("vram_gib") or vram_gb * GB / GIB)
+        util = cfg.get("gpu_memory_utilization")
+        if device == "cuda" and (util is None or not 0 < float(util) <= 1):
+            raise PlanError(f"`gpu.gpu_memory_utilization` must be in (0, 1] on a cuda tier ({name}), got {util}")
+        cc = cfg.get("compute_capability")
+        bf16 = cfg.get("supports_bf16")
+        if bf16 is None:  # bf16 tensor cores arrived with Ampere (sm80); CPUs here have AVX-512 bf16 / AMX
+            bf16 = device == "cpu" or (cc is not None and float(cc) >= 8.0)
+        if dtype == "bfloat16" and not bf16:
+            raise PlanError(f"`gpu.dtype=bfloat16` but tier {name} has no bf16 (compute capability {cc}): "
+                            "set `gpu.dtype=float16`")
+        for key in ("max_num_seqs", "max_num_batched_tokens"):
+            if int(need(key)) <= 0:
+                raise PlanError(f"`gpu.{key}` must be > 0, got {cfg[key]}")
+        kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
+        if kv_dtype not in KV_CACHE_DTYPES:
+            raise PlanError(f"`gpu.kv_cache_dtype={kv_dtype}` is not valid; choose one of: {', '.join(KV_CACHE_DTYPES)}")
+        env = dict(cfg.get("env") or {})
+        cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
+        return cls(
+            name=name, device=device, vram_gb=vram_gb, vram_gib=vram_gib, dtype=dtype,
+            enforce_eager=bool(cfg.get("enforce_eager", False)),
+            max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
+            gpu_memory_utilization=None if util is None else float(util),
+            enable_chunked_prefill=bool(cfg.get("enable_chunked_prefill", False)),
+            supports_bf16=bool(bf16), compute_capability=None if cc is None else str(cc),
+            vllm_vision_ok=bool(cfg.get("vllm_vision_ok", True)),
+            suggested_engine=str(cfg.get("suggested_engine") or "vllm"), kv_cache_dtype=kv_dtype,
+            speculative=cfg.get("speculative") or None, cap_to_tier=bool(cfg.get("cap_to_tier", False)),
+            cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
+            ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
+        )

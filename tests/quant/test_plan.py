@@ -1,0 +1,128 @@
+"""make_plan end to end: budgets, concurrency, refusals and rehearsing a small tier on a big GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from quant.errors import PlanError
+from quant.memory import GIB
+from quant.plan import make_plan
+from quant.presets import load, load_model
+
+CLIP = {"frames": 16, "width": 448, "height": 448}
+
+
+def gpu(name: str, **overrides) -> dict:
+    return dict(load("gpu", name), **overrides)
+
+
+def test_cpu_vllm_concurrency_by_hand():
+    # tiny model, fp32: KV/token = 2 x 3 layers x 1 KV head x 64 x 4 B = 1,536 B; a request = 80 prompt
+    # + 16 video + 48 new = 144 tokens (9 blocks of 16) = 221,184 B; VLLM_CPU_KVCACHE_SPACE=2 GiB holds 9,709
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm")
+    assert plan.kv_bytes_per_token == 1536 and plan.vision_tokens_per_clip == 16 and plan.tokens_per_request == 144
+    assert plan.sequences_fit == 2 * GIB // (144 * 1536) == 9709
+    assert plan.fits and plan.vllm["max_num_seqs"] == 64 and plan.vllm["max_model_len"] == 512
+    assert plan.vllm["quantization"] is None and plan.dtype == "float32" and plan.vllm["gpu_memory_utilization"] is None
+
+
+def test_gpu_budget_adds_up_and_caps_max_num_seqs():
+    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("l4"), load("quant", "auto"), "vllm", CLIP)
+    mem = plan.memory_gib
+    assert mem["budget"] == pytest.approx(22.5 * 0.9, abs=1e-3)
+    assert mem["kv_budget"] == pytest.approx(mem["budget"] - mem["weights"] - mem["reserve"], abs=2e-3)
+    assert plan.sequences_fit == int(mem["kv_budget"] * GIB // (plan.kv_bytes_per_token * 2176))
+    assert plan.vllm["max_num_seqs"] == 16 and plan.vllm["quantization"] == "awq" and plan.fits
+    # less memory, fewer sequences: the tier's 16 is no longer reachable
+    tight = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("l4", gpu_memory_utilization=0.45),
+                      load("quant", "auto"), "vllm", CLIP)
+    assert 1 <= tight.sequences_fit < 16 and tight.vllm["max_num_seqs"] == tight.sequences_fit
+    assert "max_num_seqs 16 -> " in tight.reasons[0]
+
+
+def test_refuses_when_weights_alone_exceed_the_gpu():
+    plan = make_plan(load_model("qwen2_5_vl_72b"), gpu("h100"), load("quant", "none"), "vllm", CLIP)
+    assert not plan.fits and plan.memory_gib["weights"] > 130
+    assert "weights alone" in plan.reasons[0] and "quant=awq" in plan.reasons[0]
+    with pytest.raises(PlanError, match="does not fit: weights alone"):
+        plan.raise_if_unfit()
+    already = make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("l4"), None, "vllm", CLIP)
+    assert not already.fits and "already awq" in already.reasons[0] and "gpu=" in already.reasons[0]
+    # its AWQ release fits the same GPU
+    assert make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("h100"), None, "vllm", CLIP).raise_if_unfit().fits
+
+
+def test_cpu_tier_checks_weights_against_host_ram_when_given():
+    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm",
+                     {"frames": 16, "width": 448, "height": 448})
+    assert not plan.fits and "gpu.ram_gib=16" in plan.reasons[0]      # 30.9 GiB of fp32 weights
+    assert make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm").fits
+
+
+def test_refuses_when_not_one_request_fits():
+    long_clip = {"frames": 256, "width": 448, "height": 448}          # 32,768 video tokens
+    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("t4"), None, "hf", long_clip)
+    assert not plan.fits and plan.sequences_fit == 0
+    assert "not even one request fits" in plan.reasons[0] and "video.num_frames" in plan.reasons[0]
+
+
+def test_request_longer_than_the_model_context_is_refused():
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), None, "vllm",
+                     {"frames": 512, "width": 56, "height": 56})                # 1,024 video tokens
+    assert not plan.fits and "handles 1024" in plan.reasons[0]
+
+
+def test_max_model_len_follows_the_request():
+    # 256 frames of 56x56 = 512 video tokens: 640 > the preset's 512, so the plan picks 768 and says so
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), None, "vllm",
+                     {"frames": 256, "width": 56, "height": 56})
+    assert plan.vllm["max_model_len"] == 768 and any("model.max_model_len=768" in w for w in plan.warnings)
+    # a preset asking for more context than the KV cache holds is lowered so vLLM can start
+    model = dict(load_model("qwen2_5_vl_7b_awq"), max_model_len=128000)
+    plan = make_plan(model, gpu("l4"), None, "vllm", CLIP)
+    assert plan.vllm["max_model_len"] == 2304 and any("lowered max_model_len" in w for w in plan.warnings)
+
+
+def test_batched_tokens_cover_a_whole_prompt_without_chunked_prefill():
+    plan = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("t4", vllm_vision_ok=True), None, "vllm", CLIP)
+    assert plan.vllm["max_model_len"] == 4096 and plan.vllm["max_num_batched_tokens"] == 4096
+    assert any("max_num_batched_tokens raised from 2048" in w for w in plan.warnings)
+    chunked = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("h100"), None, "vllm", CLIP)
+    assert chunked.vllm["max_num_batched_tokens"] == 16384 and chunked.vllm["enable_chunked_prefill"]
+
+
+def test_hf_plan_carries_bitsandbytes_settings():
+    plan = make_plan(load_model("qwen2_5_vl_7b"), gpu("t4"), load("quant", "auto"), "hf", CLIP)
+    assert plan.vllm is None and plan.quantization["method"] == "nf4" and plan.fits
+    cfg = plan.hf["quantization_config"]
+    assert cfg["load_in_4bit"] and cfg["bnb_4bit_use_double_quant"] and cfg["bnb_4bit_compute_dtype"] == "float16"
+    assert cfg["llm_int8_skip_modules"] == ["visual", "lm_head"] and plan.hf["max_batch_size"] == plan.sequences_fit
+
+
+def test_rehearse_a_small_tier_on_a_big_gpu():
+    model, tier = load_model("qwen2_5_vl_3b"), gpu("t4", vllm_vision_ok=True)
+    plan = make_plan(model, tier, {"method": "none"}, "vllm", CLIP, device_vram_gib=79.6, cap_to_tier=True)
+    assert plan.vllm["gpu_memory_utilization"] == round(15.0 * 0.85 / 79.6, 4)
+    assert plan.memory_gib["budget"] == pytest.approx(15.0 * 0.85, abs=1e-3)
+    assert any("rehearsing t4" in w for w in plan.warnings)
+    # the tier's own flag does the same
+    flagged = make_plan(model, dict(tier, cap_to_tier=True), {"method": "none"}, "vllm", CLIP, device_vram_gib=79.6)
+    assert flagged.vllm["gpu_memory_utilization"] == plan.vllm["gpu_memory_utilization"]
+    on_hf = make_plan(model, tier, {"method": "none"}, "hf", CLIP, device_vram_gib=79.6, cap_to_tier=True)
+    assert on_hf.hf["memory_fraction"] == plan.vllm["gpu_memory_utilization"]
+    with pytest.raises(PlanError, match="less than the tier"):
+        make_plan(model, gpu("a100"), {"method": "none"}, "vllm", CLIP, device_vram_gib=22.5, cap_to_tier=True)
+    with pytest.raises(PlanError, match="needs the device's memory"):
+        make_plan(model, tier, {"method": "none"}, "vllm", CLIP, cap_to_tier=True)
+
+
+def test_a_preset_without_arch_is_refused_by_name():
+    with pytest.raises(PlanError, match=r"has no `arch:` block"):
+        make_plan(load("model", "vidcap_ko_tiny"), load("gpu", "cpu"), None, "vllm")
+
+
+def test_plan_is_plain_data():
+    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("h100"), None, "vllm", CLIP).to_dict()
+    assert plan["tier"] == "h100" and plan["speculative"]["method"] == "ngram"
+    assert set(plan["memory_gib"]) >= {"weights", "kv_per_sequence", "kv_budget", "reserve", "budget"}
+    assert plan["quantization"]["why"] and plan["model_path"] == "Qwen/Qwen2.5-VL-7B-Instruct-AWQ"

@@ -1,0 +1,83 @@
+"""Every tier, model and quant preset loads offline and yields a plan or a clear refusal."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from quant import presets
+from quant.errors import PlanError
+from quant.plan import make_plan
+from quant.rules import METHODS
+from quant.tiers import Tier
+
+KEYS_TO_CHANGE = ("engine=", "quant", "model=", "gpu=", "gpu.", "video.", "model.", "sampling.")
+
+
+@pytest.mark.parametrize("name", presets.options("gpu"))
+def test_tier_yaml_loads_and_validates(name):
+    cfg = OmegaConf.to_container(OmegaConf.load(presets.CONF_DIR / "gpu" / f"{name}.yaml"))
+    tier = Tier.from_config(cfg)
+    assert tier.name == name and tier.max_num_seqs > 0 and tier.max_num_batched_tokens > 0
+    if tier.is_gpu:
+        assert 0 < tier.gpu_memory_utilization <= 1 and tier.vram_gib <= tier.vram_gb
+        assert tier.dtype == ("bfloat16" if tier.supports_bf16 else "float16")
+
+
+def test_tier_facts():
+    tiers = {name: Tier.from_config(presets.load("gpu", name)) for name in ("t4", "l4", "a100", "h100")}
+    assert [(t.vram_gb, t.gpu_memory_utilization, t.max_num_seqs, t.max_num_batched_tokens) for t in tiers.values()] \
+        == [(16, 0.85, 8, 2048), (24, 0.90, 16, 4096), (40, 0.90, 32, 8192), (80, 0.90, 64, 16384)]
+    assert not tiers["t4"].supports_bf16 and not tiers["t4"].vllm_vision_ok and tiers["t4"].suggested_engine == "hf"
+    assert tiers["a100"].enable_chunked_prefill and tiers["h100"].enable_chunked_prefill
+    assert not tiers["l4"].enable_chunked_prefill and tiers["h100"].speculative
+
+
+@pytest.mark.parametrize("name", presets.options("quant"))
+def test_quant_options_are_known_methods(name):
+    q = presets.load("quant", name)
+    assert q["method"] in METHODS + ("auto",) and q["priority"] in ("quality", "memory")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "hf"])
+@pytest.mark.parametrize("tier", presets.options("gpu"))
+@pytest.mark.parametrize("model", presets.options("model"))
+def test_every_preset_yields_a_plan_or_a_reason(model, tier, engine):
+    try:
+        plan = make_plan(presets.load_model(model), presets.load("gpu", tier), presets.load("quant", "auto"), engine)
+    except PlanError as exc:
+        assert any(key in str(exc) for key in KEYS_TO_CHANGE), exc
+        return
+    assert isinstance(plan.fits, bool) and plan.reasons and plan.vision_tokens_per_clip > 0
+    if not plan.fits:
+        assert any(key in " ".join(plan.reasons) for key in KEYS_TO_CHANGE)
+
+
+def test_real_model_presets_point_at_the_hub_and_carry_arch():
+    for name in presets.options("model"):
+        model = presets.load_model(name)
+        assert {"name", "family", "path", "dtype", "max_model_len", "frames", "frame_width", "frame_height",
+                "arch"} <= set(model), name
+        if name != "vidcap_ko_tiny":
+            assert model["path"].count("/") == 1 and not model["path"].startswith("$"), name
+    assert presets.load_model("qwen2_5_vl_72b_awq")["arch"]["intermediate_size"] == 29696  # padded for AWQ
+
+
+def test_hydra_composes_the_awq_presets_like_the_loader():
+    with initialize_config_dir(config_dir=str(presets.CONF_DIR), version_base="1.3"):
+        for name in ("qwen2_5_vl_7b_awq", "qwen2_5_vl_72b_awq", "qwen2_5_vl_7b"):
+            cfg = compose(config_name="config", overrides=[f"model={name}", "gpu=l4"])
+            assert OmegaConf.to_container(cfg.model, resolve=True) == presets.load_model(name), name
+            assert cfg.gpu.name == "l4"
+
+
+def test_quant_imports_no_video_caption_or_eval_code():
+    for path in (Path(presets.__file__).parent).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] in ("caption", "video_io", "eval") for n in names), (path, names)
