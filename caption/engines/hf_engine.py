@@ -21,6 +21,9 @@ class HfEngine:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        from caption.engines.qwen_positions import patch_transformers
+
+        patch_transformers()  # Qwen2.5-VL positions as vLLM and Qwen compute them
         started = time.perf_counter()
         self.torch = torch
         torch.manual_seed(int(job.engine_options.get("seed", 0)))
