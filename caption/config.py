@@ -12,12 +12,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
+from quant.errors import PlanError
+from quant.plan import Plan, make_plan
 from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
-ENGINES = ("vllm", "hf")
+ENGINES = ("auto", "vllm", "hf")
 ABLATIONS = ("none", "reverse", "first_frame")
 
 
@@ -61,16 +63,19 @@ class SamplingSettings:
 
 @dataclass(frozen=True)
 class JobConfig:
-    input_dir: Path
-    output: Path
-    summary_path: Path
+    input_dir: Path | None  # None only with plan_only
+    output: Path | None
+    summary_path: Path | None
+    references: Path | None  # score the captions against these after the job
+    plan_only: bool
+    plan: Plan  # engine, dtype, quantization, engine settings, memory: made before anything loads
     tasks: tuple[str, ...]
     resume: bool
     retry_errors: bool
     limit: int | None
     progress: bool
     model: ModelSettings
-    engine: str
+    engine: str  # as the plan resolved it: vllm or hf
     engine_options: dict
     gpu: dict
     sampling: SamplingSettings
@@ -148,8 +153,40 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
         raise ConfigError(f"`video`: {exc}") from None
 
 
-def load_job_config(cfg: DictConfig) -> JobConfig:
-    """Validate the composed config; raises ConfigError naming the key to fix."""
+def _available_ram_gib() -> float:
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def _device_vram_gib() -> float | None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.mem_get_info()[1] / 2**30
+    except Exception:
+        pass
+    return None
+
+
+def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec) -> Plan:
+    """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory."""
+    gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
+    if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
+        gpu["ram_gib"] = round(_available_ram_gib(), 1)  # weights live in host memory: check them
+    frames = decode.sampling.num_frames if decode.sampling.mode == "uniform" else decode.sampling.max_frames
+    video = {"num_frames": frames, "width": decode.width, "height": decode.height}
+    device = _device_vram_gib() if gpu.get("device") == "cuda" else None
+    try:
+        return make_plan(OmegaConf.to_container(cfg.model, resolve=True), gpu,
+                         OmegaConf.to_container(cfg.quant, resolve=True), str(cfg.engine.name), video,
+                         max_new_tokens=sampling.max_new_tokens, device_vram_gib=device)
+    except PlanError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
     input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
     output = Path(str(_require(cfg, "output"))).expanduser()
     if not input_dir.is_dir():
@@ -158,6 +195,25 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
     if not output.parent.exists():
         raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
+    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json"))
+    references = cfg.get("references", "auto")
+    if references == "auto":
+        found = input_dir / "references.jsonl"
+        references = found if found.is_file() else None
+    elif references is not None:
+        references = Path(str(references)).expanduser()
+        if not references.is_file():
+            raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
+                              "or set references=null")
+    return input_dir, output, summary, references
+
+
+def load_job_config(cfg: DictConfig) -> JobConfig:
+    """Validate the composed config; raises ConfigError naming the key to fix."""
+    plan_only = bool(cfg.get("plan_only", False))
+    input_dir = output = summary = references = None
+    if not plan_only:  # a plan needs no clips
+        input_dir, output, summary, references = _io_paths(cfg)
     tasks = tuple(cfg.tasks) if not isinstance(cfg.tasks, str) else (cfg.tasks,)
     if not tasks:
         raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
@@ -167,16 +223,22 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
     if cfg.limit is not None:
         _positive(cfg.limit, "limit")
-    engine = _choice(cfg.engine.name, ENGINES, "engine")
-    summary = cfg.get("summary_path") or f"{output}.summary.json"
+    _choice(cfg.engine.name, ENGINES, "engine")
+    model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
+    plan = _plan(cfg, sampling, decode)
+    if not plan.fits and not plan_only:
+        raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
+    model = ModelSettings(name=model.name, family=model.family, path=str(plan.model_path or model.path),
+                          dtype=plan.dtype, max_model_len=model.max_model_len)
     return JobConfig(
-        input_dir=input_dir, output=output, summary_path=Path(str(summary)), tasks=tasks,
+        input_dir=input_dir, output=output, summary_path=summary, references=references,
+        plan_only=plan_only, plan=plan, tasks=tasks,
         resume=bool(cfg.resume), retry_errors=bool(cfg.retry_errors),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress),
-        model=_model(cfg), engine=engine,
+        model=model, engine=plan.engine,
         engine_options=OmegaConf.to_container(cfg.engine, resolve=True),
         gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
-        sampling=_sampling(cfg), decode=_decode(cfg),
+        sampling=sampling, decode=decode,
         decode_workers=int(_positive(cfg.video.workers, "video.workers", allow_zero=True)),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),

@@ -20,7 +20,9 @@ from caption.engines import build_engine
 from caption.engines.base import Request, Result
 from caption.prompts import build_prompt, prompt_format
 from caption.records import RecordStore
-from caption.summary import JobTally, print_summary, save_summary
+from caption.scoring import score_captions
+from caption.summary import JobTally, peak_rss_gib, print_plan, print_summary, save_summary
+from caption.sweep import write_result
 from video_io.crawl import crawl_videos
 from video_io.decode import Clip
 from video_io.workers import DecodePool, DecodeResult
@@ -30,6 +32,8 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     """Run the job `cfg` describes; returns the summary. `engine`: an already loaded engine to
     reuse (it stays open), e.g. across several jobs in one process."""
     job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
+    if job.plan_only:
+        return _report_plan(job)
     tally = JobTally()
     videos = crawl_videos(job.input_dir)
     store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors)
@@ -58,9 +62,20 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             engine.close()
         store.close()
     summary = tally.summary(job, stats)
+    summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
+    if job.references is not None:
+        summary.update(score_captions(job))
     save_summary(summary, job.summary_path)
     print_summary(summary, job.summary_path)
+    write_result({"plan": job.plan.to_dict(), "summary": summary})
     return summary
+
+
+def _report_plan(job: JobConfig) -> dict:
+    plan = job.plan.to_dict()
+    path = write_result({"plan": plan, "summary": None})
+    print_plan(plan, path)
+    return {"plan": plan}
 
 
 def _keys(job: JobConfig, video: str):

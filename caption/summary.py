@@ -87,3 +87,34 @@ def print_summary(summary: dict, path: Path, out=sys.stdout) -> None:
 
 def save_summary(summary: dict, path: Path) -> None:
     Path(path).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def peak_rss_gib() -> float:
+    """Peak resident memory of this process and of its finished children (decoders), in GiB."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 2**20  # Linux reports KiB
+
+
+def print_plan(plan: dict, path: Path | None, out=sys.stdout) -> None:
+    memory = plan["memory_gib"]
+    q = plan["quantization"]
+    rows = [
+        ("model", f"{plan['model']} ({plan['family']})"), ("tier", plan["tier"]),
+        ("engine", f"{plan['engine']} ({plan['engine_reason']})"), ("dtype", plan["dtype"]),
+        ("quantization", f"{q['method']}{'' if q['bits'] is None else f' {q['bits']}-bit'} ({q['why']})"),
+        ("engine settings", plan["vllm"] if plan["vllm"] is not None else plan["hf"]),
+        ("video tokens per clip", plan["vision_tokens_per_clip"]),
+        ("tokens per request", plan["tokens_per_request"]),
+        ("memory (GiB)", ", ".join(f"{k} {v}" for k, v in memory.items() if v is not None)),
+        ("fits", f"{'yes' if plan['fits'] else 'NO'}: {' '.join(plan['reasons'])}"),
+    ]
+    rows += [("warning", w) for w in plan["warnings"]]
+    width = max(len(k) for k, _ in rows)
+    print("\n== plan ==", file=out)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}", file=out)
+    if path is not None:
+        print(f"  plan saved to {path}", file=out)

@@ -60,12 +60,16 @@ def _names(items, limit=LIST_MAX) -> str:
     return f"  ({shown}{', ...' if len(items) > limit else ''})"
 
 
-def run(args) -> dict:
-    refs = read_references(args.refs, args.field)
-    preds = read_predictions(args.pred)
-    if args.task is None and any(p.task == "caption" for p in preds):
-        args.task = "caption"  # a job run with several tasks: references describe the caption task
-    m = match(preds, refs, args.pred, args.adapter, args.task)
+def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str = "references",
+                adapter: str | None = None, task: str | None = None, per_item: Path | None = None) -> dict:
+    """Corpus METEOR of a caption job's records against references.jsonl (what the CLI prints).
+
+    Returns the CLI's JSON result plus `table` (the printed rows) and `summary` (P, R, ...)."""
+    refs = read_references(refs_path, field)
+    preds = read_predictions(pred)
+    if task is None and any(p.task == "caption" for p in preds):
+        task = "caption"  # a job run with several tasks: references describe the caption task
+    m = match(preds, refs, pred, adapter, task)
 
     hyps, statuses = [], []
     for r in refs:
@@ -81,14 +85,14 @@ def run(args) -> dict:
             hyps.append(p.caption)
 
     # Same code path as eval.meteor.meteor_score: Scorer.tokenize + Scorer.corpus.
-    scorer = Scorer(tokenizer=args.tokenizer)
+    scorer = Scorer(tokenizer=tokenizer)
     try:
         tl = time.perf_counter()
-        get_tokenizer(args.tokenizer).load()
+        get_tokenizer(tokenizer).load()
         t0 = time.perf_counter()
         hyp_toks, ref_toks = scorer.tokenize(hyps, [r.references for r in refs])
     except (RuntimeError, ImportError, OSError) as exc:
-        raise InputError(f"cannot run the {args.tokenizer} tokenizer: {exc}") from None
+        raise InputError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
     t1 = time.perf_counter()
     result = scorer.corpus(hyp_toks, ref_toks)
     t2 = time.perf_counter()
@@ -107,7 +111,7 @@ def run(args) -> dict:
     if len(m.variants) > 1 or m.variants and m.variants[0] != ("none", "none"):
         rows.append(("adapter/task", "; ".join(f"{a}/{q}" for a, q in m.variants)))
     rows += [
-        ("tokenizer", f"{args.tokenizer} (field '{args.field}')"),
+        ("tokenizer", f"{tokenizer} (field '{field}')"),
         ("precision", f"{summary['precision']:.4f}"),
         ("recall", f"{summary['recall']:.4f}"),
         ("fmean", f"{summary['fmean']:.4f}"),
@@ -116,16 +120,19 @@ def run(args) -> dict:
         ("mean segment METEOR", f"{summary['mean_segment_meteor']:.4f}"),
         ("time load / tokenize / score", f"{t0 - tl:.2f} s / {t1 - t0:.2f} s / {t2 - t1:.2f} s"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
-
-    if args.per_item:
-        write_per_item(args.per_item, refs, statuses, m, hyp_toks, result)
-        print(f"{'per-item scores':<{width}}  {args.per_item}")
-
+    if per_item:
+        write_per_item(per_item, refs, statuses, m, hyp_toks, result)
+        rows.append(("per-item scores", str(per_item)))
     return {"meteor": summary["meteor"], "n": len(refs), "missing": len(missing),
-            "errors": len(errors), "extra": len(m.extra)}
+            "errors": len(errors), "extra": len(m.extra), "table": rows, "summary": summary}
+
+
+def run(args) -> dict:
+    scored = score_files(args.pred, args.refs, args.tokenizer, args.field, args.adapter, args.task, args.per_item)
+    width = max(len(k) for k, _ in scored["table"])
+    for k, v in scored["table"]:
+        print(f"{k:<{width}}  {v}")
+    return {k: scored[k] for k in ("meteor", "n", "missing", "errors", "extra")}
 
 
 def write_per_item(path: Path, refs, statuses, m, hyp_toks, result) -> None:

@@ -25,7 +25,8 @@ from quant.errors import PlanError
 from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
                           vision_tokens, weight_bytes)
-from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_quant
+from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
+                         resolve_quant)
 from quant.tiers import Tier
 
 OVERHEAD_GIB = 1.0
@@ -54,6 +55,7 @@ class Plan:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     speculative: dict | None = None     # the tier's suggestion, for the job's speculative settings
+    engine_reason: str = ""             # why this engine (engine=auto picks one)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +116,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     """
     tier = tier if isinstance(tier, Tier) else Tier.from_config(tier)
     engine = str(engine.get("name")) if isinstance(engine, dict) else str(engine)
+    engine, engine_reason = resolve_engine(engine, quant, model, tier)
     arch, family = _arch(model), str(model.get("family"))
     choice = resolve_quant(quant, model, tier, engine)
     warnings = check_combination(model, engine, choice, tier)
@@ -281,6 +284,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                     "kv_per_sequence": gib(kv_seq)},
         kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
         tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, speculative=tier.speculative,
+        engine_reason=engine_reason,
     )
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-ARCH_DIR = Path(__file__).resolve().parent / "arch"
 
 
 def options(group: str) -> list[str]:
@@ -36,10 +35,5 @@ def load(group: str, option: str) -> dict:
 
 
 def load_model(option: str) -> dict:
-    """A model preset; presets without `arch:` get quant/arch/<option>.yaml if there is one
-    (the embedded model's block, until it is pasted into conf/model/vidcap_ko_tiny.yaml)."""
-    model = load("model", option)
-    extra = ARCH_DIR / f"{option}.yaml"
-    if "arch" not in model and extra.exists():
-        model["arch"] = OmegaConf.to_container(OmegaConf.load(extra))["arch"]
-    return model
+    """A model preset (conf/model/<option>.yaml)."""
+    return load("model", option)

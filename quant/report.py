@@ -27,7 +27,7 @@ PLAN_COLUMNS = (
     ("sequences_fit", lambda p: p.get("sequences_fit")),
 )
 # measured figures shown first, in this order, when present; any others follow as they come
-MEASURED_FIRST = ("videos_per_s", "output_tokens_per_s", "peak_rss_gb", "peak_vram_gib", "meteor")
+MEASURED_FIRST = ("videos_per_s", "output_tokens_per_s", "peak_rss_gib", "peak_vram_gib", "meteor")
 
 
 def _measured_columns(measured: list[dict]) -> list[str]:
@@ -75,7 +75,7 @@ def write_sweep_table(rows: list[dict], out_dir: str | Path, measured: list[dict
     """Write <out_dir>/<name>.md and <name>.csv, one row per job; returns their paths.
 
     rows: plan dicts (Plan.to_dict()); a row may carry "job" (its id, e.g. Hydra's job number) and
-    "measured" (e.g. videos_per_s, output_tokens_per_s, peak_rss_gb, meteor); `measured` gives the same
+    "measured" (e.g. videos_per_s, output_tokens_per_s, peak_rss_gib, meteor); `measured` gives the same
     per job as a parallel list instead.
     """
     out = Path(out_dir)

@@ -23,7 +23,7 @@ from quant.tiers import Tier
 
 METHODS = ("none", "awq", "gptq", "nf4", "int8")
 PRIORITIES = ("quality", "memory")
-ENGINES = ("vllm", "hf")
+ENGINES = ("vllm", "hf")  # "auto" is resolved to one of these by resolve_engine
 BITSANDBYTES = ("nf4", "int8")
 PREQUANTIZED = ("awq", "gptq")
 QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -95,12 +95,32 @@ def resolve_quant(quant: dict | None, model: dict, tier: Tier, engine: str) -> Q
     group = q.get("group_size") if method in PREQUANTIZED else None
     if method in PREQUANTIZED and released == method:
         group = (model.get("arch") or {}).get("quant_group_size") or group
+    checkpoint, checkpoint_format = q.get("checkpoint") or None, q.get("checkpoint_format") or None
+    shipped = (model.get("quantized_checkpoints") or {}).get(method) if method in PREQUANTIZED else None
+    if checkpoint is None and shipped:  # the preset names its own quantized copy (the embedded model)
+        checkpoint, checkpoint_format = shipped.get("path"), shipped.get("format")
+        group = (model.get("arch") or {}).get("quant_group_size") or group
+        why += f"; weights from the preset's {method} checkpoint"
     return QuantChoice(method=method, bits=None if method == "none" else int(bits),
                        group_size=int(group or 128) if method in PREQUANTIZED else None,
                        double_quant=bool(q.get("double_quant", True)) if method == "nf4" else False,
-                       priority=priority, checkpoint=q.get("checkpoint") or None,
-                       checkpoint_format=q.get("checkpoint_format") or None,
+                       priority=priority, checkpoint=checkpoint, checkpoint_format=checkpoint_format,
                        auto=str(q.get("method") or "auto") == "auto", why=why)
+
+
+def resolve_engine(requested: str, quant: dict | None, model: dict, tier: Tier) -> tuple[str, str]:
+    """(engine, why): `auto` is vLLM unless the combination only runs on transformers."""
+    if requested != "auto":
+        return requested, f"set by engine={requested}"
+    try:
+        check_combination(model, "vllm", resolve_quant(quant, model, tier, "vllm"), tier)
+        return "vllm", "auto: vLLM runs this combination"
+    except PlanError as vllm_error:
+        try:
+            check_combination(model, "hf", resolve_quant(quant, model, tier, "hf"), tier)
+        except PlanError:
+            raise vllm_error from None
+        return "hf", f"auto: transformers, because vLLM cannot: {vllm_error}"
 
 
 def check_combination(model: dict, engine: str, quant: QuantChoice, tier: Tier) -> list[str]:

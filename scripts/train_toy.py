@@ -130,6 +130,7 @@ class Batcher:
             ids = probe["input_ids"][row][probe["attention_mask"][row].bool()].tolist()
             self.prompt_ids[task] = ids
         self.grid = probe["video_grid_thw"][0]
+        self.video_id = tok.convert_tokens_to_ids("<|video_pad|>")
         self.second_per_grid = float(probe["second_per_grid_ts"][0])
         self.answers = {}
         self.tok = tok
@@ -140,6 +141,11 @@ class Batcher:
             attributes = ClipAttributes(**self.records[index]["attributes"])
             self.answers[key] = self.tok(self.answer_fns[task](attributes)).input_ids + [self.end_id]
         return self.answers[key]
+
+    def token_types(self, ids: torch.Tensor) -> torch.Tensor:
+        """0 text, 2 video: without them transformers silently falls back to 1-D positions,
+        and the model would learn positions that neither engine uses at inference."""
+        return (ids == self.video_id).int() * 2
 
     def batch(self, indices, tasks):
         sequences, labels = [], []
@@ -156,7 +162,7 @@ class Batcher:
         attrs = [self.records[i]["attributes"] for i in indices]
         aux = (torch.tensor([DIRECTIONS.index(a["direction"]) for a in attrs]),
                torch.tensor([SPEEDS.index(a["speed"]) for a in attrs]))
-        inputs = dict(input_ids=ids, attention_mask=mask, labels=lab,
+        inputs = dict(input_ids=ids, attention_mask=mask, labels=lab, mm_token_type_ids=self.token_types(ids),
                       pixel_values_videos=self.pixels[indices].reshape(-1, self.pixels.shape[-1]),
                       video_grid_thw=self.grid.repeat(len(indices), 1),
                       second_per_grid_ts=torch.full((len(indices),), self.second_per_grid))
@@ -171,7 +177,9 @@ def greedy_captions(model, batcher: Batcher, pixels: torch.Tensor, max_new_token
     for start in range(0, len(pixels), 64):
         block = pixels[start:start + 64]
         n = len(block)
-        out = model.generate(input_ids=prompt.repeat(n, 1), attention_mask=torch.ones(n, len(prompt), dtype=torch.long),
+        ids = prompt.repeat(n, 1)
+        out = model.generate(input_ids=ids, attention_mask=torch.ones(n, len(prompt), dtype=torch.long),
+                             mm_token_type_ids=batcher.token_types(ids),
                              pixel_values_videos=block.reshape(-1, block.shape[-1]),
                              video_grid_thw=batcher.grid.repeat(n, 1),
                              second_per_grid_ts=torch.full((n,), batcher.second_per_grid),

@@ -11,7 +11,18 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, pull
 
-DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "auto": "auto"}
+
+
+def _bitsandbytes_config(settings: dict | None, torch):
+    """The plan's bitsandbytes settings (nf4 / int8, quantized while loading) as transformers wants them."""
+    if not settings:
+        return None
+    from transformers import BitsAndBytesConfig
+
+    settings = dict(settings)
+    if isinstance(settings.get("bnb_4bit_compute_dtype"), str):
+        settings["bnb_4bit_compute_dtype"] = getattr(torch, settings["bnb_4bit_compute_dtype"])
+    return BitsAndBytesConfig(**settings)
 
 
 class HfEngine:
@@ -27,15 +38,19 @@ class HfEngine:
         started = time.perf_counter()
         self.torch = torch
         torch.manual_seed(int(job.engine_options.get("seed", 0)))
-        self.device = "cuda" if job.gpu.get("device") == "cuda" and torch.cuda.is_available() else "cpu"
+        plan = job.plan.hf
+        self.device = "cuda" if plan["device"] == "cuda" and torch.cuda.is_available() else "cpu"
+        if self.device == "cuda" and plan.get("memory_fraction"):  # rehearsing a smaller tier
+            torch.cuda.set_per_process_memory_fraction(plan["memory_fraction"])
         self.processor = processor or AutoProcessor.from_pretrained(job.model.path)
         self.processor.tokenizer.padding_side = "left"  # generation appends on the right
         if model is None:
             model = AutoModelForImageTextToText.from_pretrained(
-                job.model.path, dtype=getattr(torch, job.model.dtype) if job.model.dtype != "auto" else "auto",
-                attn_implementation=job.engine_options.get("attn_implementation", "sdpa"))
-        self.model = model.to(self.device).eval()
-        self.batch_size = int(job.engine_options.get("batch_size", 8))
+                job.model.path, dtype=getattr(torch, plan["dtype"]),
+                attn_implementation=job.engine_options.get("attn_implementation", "sdpa"),
+                quantization_config=_bitsandbytes_config(plan.get("quantization_config"), torch))
+        self.model = model.eval() if plan.get("quantization_config") else model.to(self.device).eval()
+        self.batch_size = min(int(job.engine_options.get("batch_size", 8)), plan.get("max_batch_size") or 10**9)
         self.sampling = job.sampling
         tok = self.processor.tokenizer
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]

@@ -29,23 +29,20 @@ def apply_engine_env(env: dict | None) -> None:
 
 
 def engine_args(job) -> dict:
-    """Keyword arguments for vllm.LLM from the validated job settings."""
-    gpu, opts = job.gpu, job.engine_options
+    """Keyword arguments for vllm.LLM: the plan's engine settings plus what the job needs."""
+    plan, opts = job.plan.vllm, job.engine_options
     args = dict(
         model=job.model.path,
         tokenizer=job.model.path,
-        dtype=job.model.dtype,
-        max_model_len=job.model.max_model_len,
-        max_num_seqs=int(gpu["max_num_seqs"]),
-        max_num_batched_tokens=int(gpu["max_num_batched_tokens"]),
-        enforce_eager=bool(gpu.get("enforce_eager", False)),
-        enable_prefix_caching=bool(opts.get("enable_prefix_caching", True)),
         limit_mm_per_prompt={"image": 0, "video": 1},
+        enable_prefix_caching=bool(opts.get("enable_prefix_caching", True)),
         seed=int(opts.get("seed", 0)),
         disable_log_stats=False,  # keep the counters the summary reports
     )
-    if gpu.get("gpu_memory_utilization") is not None:
-        args["gpu_memory_utilization"] = float(gpu["gpu_memory_utilization"])
+    for key in ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
+                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype"):
+        if plan.get(key) is not None:
+            args[key] = plan[key]
     return args
 
 
@@ -80,7 +77,7 @@ class VllmEngine:
         self.load_s = time.perf_counter() - started
         self.params = sampling_params(job, stop)
         self.max_inflight = int(job.engine_options.get("max_inflight", 256))
-        self.refill = max(1, int(job.gpu["max_num_seqs"]))
+        self.refill = max(1, int(job.plan.vllm["max_num_seqs"]))
         self._baseline = _counters(self.llm)
 
     def _submit(self, request: Request) -> str:

@@ -20,7 +20,7 @@ def plans():
 
 
 def test_writes_markdown_and_csv_one_row_per_job(plans, tmp_path):
-    measured = [{"videos_per_s": 3.25, "meteor": 0.31, "peak_rss_gb": 5.0}, None, {"note": "a|b"}]
+    measured = [{"videos_per_s": 3.25, "meteor": 0.31, "peak_rss_gib": 5.0}, None, {"note": "a|b"}]
     md, csv_path = write_sweep_table(plans, tmp_path / "out", measured)
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
     assert [r["tier"] for r in rows] == ["l4", "h100", "h100"] and [r["job"] for r in rows] == ["0", "1", "2"]
@@ -28,7 +28,7 @@ def test_writes_markdown_and_csv_one_row_per_job(plans, tmp_path):
     assert rows[0]["quant"] == "awq" and rows[0]["fits"] == "yes" and rows[2]["fits"] == "no"
     assert rows[0]["max_num_seqs"] == "16" and rows[1]["max_num_seqs"] == "64"
     header = list(rows[0])
-    assert header.index("videos_per_s") < header.index("peak_rss_gb") < header.index("meteor") < header.index("note")
+    assert header.index("videos_per_s") < header.index("peak_rss_gib") < header.index("meteor") < header.index("note")
     lines = md.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2 + 3 and lines[0].startswith("| job | model | tier |")
     assert "a\\|b" in lines[4] and lines[2].count("|") == lines[0].count("|")
