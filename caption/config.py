@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
@@ -21,6 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
 ENGINES = ("auto", "vllm", "hf")
 ABLATIONS = ("none", "reverse", "first_frame")
+SPEC_METHODS = ("none", "ngram", "draft_model")
 
 
 class ConfigError(ValueError):
@@ -83,7 +85,19 @@ class JobConfig:
     decode_workers: int
     decode_timeout_s: float
     ablation: str
+    adapters: tuple[Adapter, ...] = ()
+    include_base: bool = True  # caption with the base model too (always, when there are no adapters)
+    lora_max_rank: int = 16
+    speculative: dict | None = None  # vLLM speculative_config
     raw: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.adapters)
+
+    def variants(self) -> list[str | None]:
+        """What each clip is captioned with: None is the base model, else an adapter name."""
+        return ([None] if self.include_base or not self.adapters else []) + list(self.adapter_names)
 
 
 def _require(cfg: DictConfig, key: str):
@@ -170,25 +184,89 @@ def _device_vram_gib() -> float | None:
     return None
 
 
-def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec) -> Plan:
-    """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory."""
+def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None) -> str:
+    """engine=auto leaves the choice to the planner, except where sampling or speculative decoding
+    decide it: beam search only runs on transformers, speculative decoding only on vLLM."""
+    requested = str(cfg.engine.name)
+    if sampling.num_beams > 1:
+        if requested == "vllm":
+            raise ConfigError(f"`sampling={sampling.name}` uses beam search ({sampling.num_beams} beams), which vLLM "
+                              "0.32's offline generate does not have: use engine=hf (or engine=auto), or another "
+                              "sampling preset")
+        if spec is not None:
+            raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
+                              "set spec=none or another sampling preset")
+        return "hf"
+    if spec is not None:
+        if requested == "hf":
+            raise ConfigError(f"`spec={spec['method']}`: speculative decoding runs on engine=vllm; use engine=vllm "
+                              "(or engine=auto), or spec=none")
+        return "vllm"
+    return requested
+
+
+def _spec(cfg: DictConfig, model_path: str) -> dict | None:
+    """The `spec` group as vLLM's speculative_config (None: off)."""
+    spec = OmegaConf.to_container(cfg.spec, resolve=True) if "spec" in cfg else {"method": "none"}
+    method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
+    if method == "none":
+        return None
+    config = {"method": method, "num_speculative_tokens": int(_positive(spec.get("num_speculative_tokens"),
+                                                                       "spec.num_speculative_tokens"))}
+    if method == "ngram":
+        config.update(prompt_lookup_max=int(spec.get("prompt_lookup_max") or 4),
+                      prompt_lookup_min=int(spec.get("prompt_lookup_min") or 1))
+    else:
+        draft = Path(str(spec.get("model") or ""))
+        if not (draft / "config.json").is_file():
+            raise ConfigError(f"`spec.model={spec.get('model')}` is not a model folder; point it at a draft model "
+                              "that shares the target's tokenizer (scripts/train_draft.py makes one)")
+        target = Path(model_path) / "tokenizer.json"
+        if target.is_file() and (draft / "tokenizer.json").read_bytes() != target.read_bytes():
+            raise ConfigError(f"draft model {draft} has a different tokenizer from the target model: speculative "
+                              "decoding needs the same tokenizer (e.g. Qwen2.5-0.5B-Instruct for Qwen2.5-VL-7B)")
+        config["model"] = str(draft)
+    return config
+
+
+def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engine: str) -> Plan:
+    """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory.
+    With plan_only, a combination that cannot run comes back as a refused plan saying why."""
     gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(_available_ram_gib(), 1)  # weights live in host memory: check them
     frames = decode.sampling.num_frames if decode.sampling.mode == "uniform" else decode.sampling.max_frames
     video = {"num_frames": frames, "width": decode.width, "height": decode.height}
     device = _device_vram_gib() if gpu.get("device") == "cuda" else None
+    model = OmegaConf.to_container(cfg.model, resolve=True)
     try:
-        return make_plan(OmegaConf.to_container(cfg.model, resolve=True), gpu,
-                         OmegaConf.to_container(cfg.quant, resolve=True), str(cfg.engine.name), video,
+        plan = make_plan(model, gpu, OmegaConf.to_container(cfg.quant, resolve=True), engine, video,
                          max_new_tokens=sampling.max_new_tokens, device_vram_gib=device)
     except PlanError as exc:
+        if cfg.get("plan_only"):
+            return Plan.refused(model, gpu, engine, str(exc))
         raise ConfigError(str(exc)) from None
+    checkpoint = plan.model_path or ""
+    if checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir() and not cfg.get("plan_only"):
+        raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
+                          "caption-quantize (README, 'Quantization'), or set quant.checkpoint")
+    return plan
+
+
+def _default_output() -> Path:
+    """captions.jsonl in this run's Hydra folder (each job of a sweep gets its own)."""
+    from caption.sweep import run_dir
+
+    folder = run_dir()
+    if folder is None:
+        raise ConfigError("`output` is required: add `output=captions.jsonl` (a JSONL file path)")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "captions.jsonl"
 
 
 def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
     input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
-    output = Path(str(_require(cfg, "output"))).expanduser()
+    output = Path(str(cfg.output)).expanduser() if cfg.get("output") else _default_output()
     if not input_dir.is_dir():
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     if output.exists() and output.is_dir():
@@ -225,9 +303,19 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         _positive(cfg.limit, "limit")
     _choice(cfg.engine.name, ENGINES, "engine")
     model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
-    plan = _plan(cfg, sampling, decode)
+    spec = _spec(cfg, model.path)
+    plan = _plan(cfg, sampling, decode, _requested_engine(cfg, sampling, spec))
+    if spec is not None and plan.engine != "vllm":
+        raise ConfigError(f"`spec={spec['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
+                          f"({plan.engine_reason}); set spec=none")
     if not plan.fits and not plan_only:
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
+    lora = OmegaConf.to_container(cfg.lora, resolve=True) if "lora" in cfg else {"adapters": []}
+    try:
+        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name,
+                                 int(lora.get("max_rank") or 16))
+    except AdapterError as exc:
+        raise ConfigError(str(exc)) from None
     model = ModelSettings(name=model.name, family=model.family, path=str(plan.model_path or model.path),
                           dtype=plan.dtype, max_model_len=model.max_model_len)
     return JobConfig(
@@ -242,5 +330,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_workers=int(_positive(cfg.video.workers, "video.workers", allow_zero=True)),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
+        adapters=tuple(adapters), include_base=bool(lora.get("include_base", False)),
+        lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec,
         raw=OmegaConf.to_container(cfg, resolve=True),
     )

@@ -79,7 +79,8 @@ def _report_plan(job: JobConfig) -> dict:
 
 
 def _keys(job: JobConfig, video: str):
-    return [(video, task, None) for task in job.tasks]
+    """One record per (video, task, adapter); adapter None is the base model."""
+    return [(video, task, adapter) for adapter in job.variants() for task in job.tasks]
 
 
 def _write(store: RecordStore, tally: JobTally, record: dict) -> None:
@@ -139,6 +140,8 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         "finish_reason": result.finish_reason,
         "decode_s": round(r.context.get("decode_s", 0.0), 4), "generate_s": round(result.generate_s, 4),
     })
+    if result.ttft_s is not None:
+        record["ttft_s"] = round(result.ttft_s, 4)
     if job.ablation != "none":
         record["ablation"] = job.ablation
     if r.context.get("notes"):

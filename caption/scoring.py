@@ -8,16 +8,18 @@ log = logging.getLogger(__name__)
 
 
 def score_captions(job) -> dict:
-    """{"meteor": corpus score of the caption task, ...} per adapter found in the output."""
+    """{"meteor": ..., "meteor[<adapter>]": ...}: the caption task's corpus METEOR for the base model
+    and each adapter, each against its own reference field (an adapter's `references_field`)."""
     from eval.cli import score_files
     from eval.records import InputError
 
-    adapters = sorted({None, *job.adapter_names}) if getattr(job, "adapter_names", None) else [None]
+    fields = {a.name: a.references_field for a in job.adapters}
     scores = {}
-    for adapter in adapters:
+    for adapter in job.variants():
+        field = fields.get(adapter, "references")
         try:
             result = score_files(job.output, job.references, adapter="none" if adapter is None else adapter,
-                                 task="caption")
+                                 task="caption", field=field)
         except InputError as exc:  # e.g. no caption task in this job: the job itself succeeded
             log.warning("METEOR not computed: %s", exc)
             return {"meteor_error": str(exc)}

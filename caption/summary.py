@@ -101,10 +101,15 @@ def peak_rss_gib() -> float:
 def print_plan(plan: dict, path: Path | None, out=sys.stdout) -> None:
     memory = plan["memory_gib"]
     q = plan["quantization"]
+    if not q:  # refused before any setting could be worked out
+        rows = [("model", plan["model"]), ("tier", plan["tier"]), ("engine", plan["engine"]),
+                ("fits", "NO: " + " ".join(plan["reasons"]))]
+        _print_rows("plan", rows, path, out)
+        return
     rows = [
         ("model", f"{plan['model']} ({plan['family']})"), ("tier", plan["tier"]),
         ("engine", f"{plan['engine']} ({plan['engine_reason']})"), ("dtype", plan["dtype"]),
-        ("quantization", f"{q['method']}{'' if q['bits'] is None else f' {q['bits']}-bit'} ({q['why']})"),
+        ("quantization", f"{q['method']}{'' if q['bits'] is None else ' %s-bit' % q['bits']} ({q['why']})"),
         ("engine settings", plan["vllm"] if plan["vllm"] is not None else plan["hf"]),
         ("video tokens per clip", plan["vision_tokens_per_clip"]),
         ("tokens per request", plan["tokens_per_request"]),
@@ -112,9 +117,13 @@ def print_plan(plan: dict, path: Path | None, out=sys.stdout) -> None:
         ("fits", f"{'yes' if plan['fits'] else 'NO'}: {' '.join(plan['reasons'])}"),
     ]
     rows += [("warning", w) for w in plan["warnings"]]
+    _print_rows("plan", rows, path, out)
+
+
+def _print_rows(title: str, rows: list, path: Path | None, out) -> None:
     width = max(len(k) for k, _ in rows)
-    print("\n== plan ==", file=out)
+    print(f"\n== {title} ==", file=out)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=out)
     if path is not None:
-        print(f"  plan saved to {path}", file=out)
+        print(f"  {title} saved to {path}", file=out)

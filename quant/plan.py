@@ -60,6 +60,14 @@ class Plan:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def refused(cls, model: dict, tier: dict, engine: str, reason: str) -> "Plan":
+        """A plan for a combination that cannot run at all (for plan-only sweeps: a row saying why)."""
+        return cls(model=str(model.get("name")), family=str(model.get("family")), tier=str(tier.get("name")),
+                   engine=engine, dtype=str(tier.get("dtype")), model_path=None, quantization={},
+                   vllm=None, hf=None, memory_gib={}, kv_bytes_per_token=0, sequences_fit=None,
+                   vision_tokens_per_clip=0, tokens_per_request=0, fits=False, reasons=[reason])
+
     def raise_if_unfit(self) -> "Plan":
         if not self.fits:
             raise PlanError(f"{self.model} on {self.tier} ({self.engine}, {self.quantization['method']}) "

@@ -1,6 +1,6 @@
 """Train the text-only draft model for speculative decoding with the embedded captioner.
 
-    python scripts/train_draft.py                 # ~3 min on 2 cores
+    python scripts/train_draft.py                 # ~3 min on 2 cores (600 steps)
     python scripts/train_draft.py --steps 20 --out /tmp/draft   # smoke run
 
 vLLM 0.32 refuses a vision-language draft ("does not support M-RoPE yet") but takes a text-only
@@ -52,7 +52,7 @@ def main() -> int:
     ap.add_argument("--target", type=Path, default=REPO_ROOT / "assets/models/vidcap-ko-tiny")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "assets/models/vidcap-ko-draft")
     ap.add_argument("--sequences", type=int, default=20000)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
@@ -118,8 +118,11 @@ def main() -> int:
     model.save_pretrained(args.out)
     for name in TOKENIZER_FILES:  # the same tokenizer as the target, byte for byte
         shutil.copy(args.target / name, args.out / name)
-    log = {"target": str(args.target.relative_to(REPO_ROOT)) if args.target.is_relative_to(REPO_ROOT)
-           else str(args.target), "args": {k: str(v) for k, v in vars(args).items()},
+    def portable(value):  # paths inside the repo are logged relative to it
+        return str(value.relative_to(REPO_ROOT)) if isinstance(value, Path) and value.is_relative_to(REPO_ROOT) \
+            else str(value)
+
+    log = {"target": portable(args.target), "args": {k: portable(v) for k, v in vars(args).items()},
            "final_loss": round(float(np.mean(losses[-100:])), 4),
            "minutes_total": round((time.perf_counter() - started) / 60, 1)}
     (args.out / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")

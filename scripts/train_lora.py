@@ -105,9 +105,15 @@ def main() -> int:
     score = meteor_score(captions, refs, tokenizer="kiwi")["meteor"]
     print(f"held-out ({len(held)} clips) METEOR vs detailed references: {score:.4f}")
     print("example:", captions[0])
+    # name the base, not a path on this machine (peft records whatever it was loaded from)
+    model.peft_config["default"].base_model_name_or_path = "vidcap-ko-tiny"
     model.save_pretrained(args.out)
-    log = {"base": str(args.base.relative_to(REPO_ROOT) if args.base.is_relative_to(REPO_ROOT) else args.base),
-           "args": {k: str(v) for k, v in vars(args).items()}, "train_data_seed": LORA_TRAIN_SEED,
+    def portable(value):  # paths inside the repo are logged relative to it
+        return str(value.relative_to(REPO_ROOT)) if isinstance(value, Path) and value.is_relative_to(REPO_ROOT) \
+            else str(value)
+
+    log = {"base": portable(args.base), "args": {k: portable(v) for k, v in vars(args).items()},
+           "train_data_seed": LORA_TRAIN_SEED,
            "eval_data_seed": LORA_EVAL_SEED, "heldout_meteor_detailed": round(score, 4),
            "final_loss": round(float(np.mean(losses[-50:])), 4),
            "minutes_total": round((time.perf_counter() - started) / 60, 1), "example": captions[0]}

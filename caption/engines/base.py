@@ -31,6 +31,7 @@ class Result:
     output_tokens: int = 0
     finish_reason: str | None = None
     generate_s: float = 0.0
+    ttft_s: float | None = None  # time to first token, where the engine reports it
     error: str | None = None
 
 

@@ -13,6 +13,19 @@ from caption.engines.base import Request, Result, pull
 
 
 
+def _with_adapters(model, adapters):
+    """The model with every LoRA adapter of the job loaded under its name (peft)."""
+    if not adapters:
+        return model
+    from peft import PeftModel
+
+    first, *rest = adapters
+    model = PeftModel.from_pretrained(model, first.path, adapter_name=first.name)
+    for adapter in rest:
+        model.load_adapter(adapter.path, adapter_name=adapter.name)
+    return model
+
+
 def _bitsandbytes_config(settings: dict | None, torch):
     """The plan's bitsandbytes settings (nf4 / int8, quantized while loading) as transformers wants them."""
     if not settings:
@@ -49,7 +62,9 @@ class HfEngine:
                 job.model.path, dtype=getattr(torch, plan["dtype"]),
                 attn_implementation=job.engine_options.get("attn_implementation", "sdpa"),
                 quantization_config=_bitsandbytes_config(plan.get("quantization_config"), torch))
-        self.model = model.eval() if plan.get("quantization_config") else model.to(self.device).eval()
+        model = model if plan.get("quantization_config") else model.to(self.device)
+        self.model = _with_adapters(model, job.adapters).eval()
+        self.has_adapters = bool(job.adapters)
         self.batch_size = min(int(job.engine_options.get("batch_size", 8)), plan.get("max_batch_size") or 10**9)
         self.sampling = job.sampling
         tok = self.processor.tokenizer
@@ -70,6 +85,17 @@ class HfEngine:
             kwargs["eos_token_id"] = sorted(set(eos) | set(self.stop_ids))
         return kwargs
 
+    def _adapter_context(self, adapter: str | None):
+        """Run a batch with one adapter active, or with none (the base model)."""
+        import contextlib
+
+        if not self.has_adapters:
+            return contextlib.nullcontext()
+        if adapter is None:
+            return self.model.disable_adapter()
+        self.model.set_adapter(adapter)
+        return contextlib.nullcontext()
+
     def _run_batch(self, batch: list[Request]) -> list[Result]:
         from transformers.video_utils import VideoMetadata
 
@@ -79,7 +105,7 @@ class HfEngine:
         inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
                                 video_metadata=metadata, do_sample_frames=False,
                                 padding=True, return_tensors="pt").to(self.device)
-        with self.torch.inference_mode():
+        with self.torch.inference_mode(), self._adapter_context(batch[0].adapter):
             out = self.model.generate(**inputs, **self._generate_kwargs())
         width = inputs["input_ids"].shape[1]
         new_tokens = out[:, width:]
@@ -100,9 +126,23 @@ class HfEngine:
         self.batches += 1
         return results
 
+    def _batches(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
+        """Batches of one adapter each (peft applies one adapter to a whole batch)."""
+        if not self.has_adapters:
+            stream = iter(requests)
+            while batch := pull(stream, self.batch_size):
+                yield batch
+            return
+        buckets: dict[str | None, list[Request]] = {}
+        for request in requests:
+            bucket = buckets.setdefault(request.adapter, [])
+            bucket.append(request)
+            if len(bucket) == self.batch_size:
+                yield buckets.pop(request.adapter)
+        yield from (bucket for bucket in buckets.values() if bucket)
+
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
-        stream = iter(requests)
-        while batch := pull(stream, self.batch_size):
+        for batch in self._batches(requests):
             try:
                 yield from self._run_batch(batch)
             except Exception as batch_error:
@@ -120,7 +160,8 @@ class HfEngine:
         self.batches = 0
 
     def stats(self) -> dict:
-        return {"engine_load_s": round(self.load_s, 2), "batches": self.batches}
+        return {"engine_load_s": round(self.load_s, 2), "batches": self.batches,
+                "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 
     def close(self) -> None:
         self.model = None

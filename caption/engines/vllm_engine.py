@@ -7,8 +7,11 @@ prepare the next clips. Memory for frames stays bounded by `max_inflight`.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, pull
@@ -17,6 +20,26 @@ from caption.engines.base import Request, Result, pull
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
             "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens")
+
+
+class _DropThreadWarning(logging.Filter):
+    """vLLM's CPU worker replaces torch.set_num_threads with a warning, and its multimodal
+    processing calls it for every request: one harmless line per video would bury the progress bar."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "torch.set_num_threads" not in record.getMessage()
+
+
+def _guard_kernel_rebind_scan() -> None:
+    """vLLM's worker start scans every module's objects with `vars(obj).get(...)`. Once numba has
+    been imported (vLLM's n-gram proposer does that), llvmlite's `ffi.lib` answers `__dict__`
+    through its `__getattr__` with a function wrapper, and the scan raises AttributeError, so a
+    second engine in one process fails to start. Give that lookup a real (empty) dict."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    lib = getattr(ffi, "lib", None)
+    table = getattr(lib, "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 def apply_engine_env(env: dict | None) -> None:
@@ -43,6 +66,13 @@ def engine_args(job) -> dict:
                 "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype"):
         if plan.get(key) is not None:
             args[key] = plan[key]
+    if job.adapters:  # every adapter of the job can be in one batch
+        args.update(enable_lora=True, max_loras=len(job.adapters), max_cpu_loras=len(job.adapters),
+                    max_lora_rank=job.lora_max_rank)
+    if job.speculative is not None:
+        args["speculative_config"] = dict(job.speculative)
+    if job.gpu.get("block_size"):
+        args["block_size"] = int(job.gpu["block_size"])
     return args
 
 
@@ -70,54 +100,80 @@ class VllmEngine:
 
     def __init__(self, job, stop: tuple[str, ...]):
         apply_engine_env(job.gpu.get("env"))
+        logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadWarning())
+        _guard_kernel_rebind_scan()
         from vllm import LLM
 
         started = time.perf_counter()
         self.llm = LLM(**engine_args(job))
         self.load_s = time.perf_counter() - started
+        # what the weights take: the checkpoint's tensors as stored (vLLM loads them as they are)
+        self.weight_bytes = sum(f.stat().st_size for f in Path(job.model.path).glob("*.safetensors")) or None
         self.params = sampling_params(job, stop)
         self.max_inflight = int(job.engine_options.get("max_inflight", 256))
+        from vllm.lora.request import LoRARequest
+
+        self.lora = {a.name: LoRARequest(a.name, a.int_id, a.path) for a in job.adapters}
         self.refill = max(1, int(job.plan.vllm["max_num_seqs"]))
+        self.speculative = job.speculative is not None
         self._baseline = _counters(self.llm)
 
     def _submit(self, request: Request) -> str:
         """Hand one request to vLLM; returns the id its outputs will carry."""
         prompt = {"prompt": request.prompt,
                   "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
-        [internal_id] = self.llm.enqueue([prompt], self.params, use_tqdm=False)
+        lora = self.lora[request.adapter] if request.adapter is not None else None
+        [internal_id] = self.llm.enqueue([prompt], self.params, use_tqdm=False, lora_request=lora)
         # vLLM appends "-<8 random chars>" to the id it was given and reports outputs under
         # the id it was given, so strip the suffix (absent when randomisation is disabled)
         return internal_id.rsplit("-", 1)[0] if "-" in internal_id else internal_id
 
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
+        """Stream requests in, results out. Requests for a clip after its first (other tasks)
+        wait one engine step: by then the first has prefilled the shared system prompt and video,
+        and the prefix cache serves them (scheduled in the same step, nothing is cached yet)."""
         stream = iter(requests)
         inflight: dict[str, tuple[Request, float]] = {}
-        exhausted = False
+        leaders: dict[tuple, int] = {}  # (clip, adapter) -> engine step its first request went in at
+        waiting: list[Request] = []  # followers, released after the next step
+        steps, exhausted = 0, False
         while True:
-            # top up, a scheduler batch at a time, so generation starts before the queue is full
-            room = min(self.refill, self.max_inflight - len(inflight))
-            if not exhausted and room > 0:
+            ready, waiting = waiting, []
+            room = min(self.refill, self.max_inflight - len(inflight)) - len(ready)
+            if not exhausted and room > 0:  # top up, a scheduler batch at a time
                 batch = pull(stream, room)
                 exhausted = len(batch) < room
-                for request in batch:
-                    try:
-                        inflight[self._submit(request)] = (request, time.perf_counter())
-                    except Exception as exc:  # e.g. prompt longer than max_model_len
-                        yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
+                ready += batch
+            for request in ready:
+                group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
+                if leaders.get(group) == steps and inflight:
+                    waiting.append(request)  # its leader has not been through a step yet
+                    continue
+                leaders.setdefault(group, steps)
+                try:
+                    inflight[self._submit(request)] = (request, time.perf_counter())
+                except Exception as exc:  # e.g. prompt longer than max_model_len
+                    yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
             if not inflight:
-                if exhausted:
+                if exhausted and not waiting:
                     return
                 continue
-            for output in self.llm.llm_engine.step():
+            outputs = self.llm.llm_engine.step()
+            steps += 1
+            if len(leaders) > 4 * self.max_inflight:  # forget clips long done
+                leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
+            for output in outputs:
                 if not output.finished or output.request_id not in inflight:
                     continue
                 request, submitted = inflight.pop(output.request_id)
                 completion = output.outputs[0]
+                metrics = getattr(output, "metrics", None)
+                ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
                 yield Result(request, text=completion.text.strip(),
                              prompt_tokens=len(output.prompt_token_ids or ()),
                              output_tokens=len(completion.token_ids),
                              finish_reason=completion.finish_reason,
-                             generate_s=time.perf_counter() - submitted)
+                             generate_s=time.perf_counter() - submitted, ttft_s=ttft or None)
 
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)
@@ -126,15 +182,16 @@ class VllmEngine:
         now = _counters(self.llm)
         delta = {k: now[k] - self._baseline[k] for k in COUNTERS}
         queries, hits = delta["vllm:prefix_cache_queries"], delta["vllm:prefix_cache_hits"]
-        stats = {"engine_load_s": round(self.load_s, 2),
+        stats = {"engine_load_s": round(self.load_s, 2), "weight_bytes": self.weight_bytes,
                  "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
                  "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None}
-        drafts = delta["vllm:spec_decode_num_draft_tokens"]
-        if drafts:
-            accepted = delta["vllm:spec_decode_num_accepted_tokens"]
+        if self.speculative:
+            drafts, accepted = delta["vllm:spec_decode_num_draft_tokens"], delta["vllm:spec_decode_num_accepted_tokens"]
+            steps = delta["vllm:spec_decode_num_drafts"]
+            # mean accepted length: tokens a verification step yields (accepted drafts + the target's own)
             stats.update(spec_draft_tokens=int(drafts), spec_accepted_tokens=int(accepted),
-                         spec_acceptance_rate=round(accepted / drafts, 4),
-                         spec_mean_accepted_length=round(1 + accepted / max(1, delta["vllm:spec_decode_num_drafts"]), 3))
+                         spec_acceptance_rate=round(accepted / drafts, 4) if drafts else None,
+                         spec_mean_accepted_length=round(1 + accepted / steps, 3) if steps else None)
         return stats
 
     def close(self) -> None:

@@ -1,0 +1,66 @@
+"""The job's plan: engine, dtype and quantization resolved from the config before anything loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from caption.config import ConfigError, load_job_config
+
+
+def _job(compose_config, synth_dir, tmp_path, *overrides):
+    return load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
+
+
+def test_default_plan_is_vllm_float32_on_cpu(compose_config, synth_dir, tmp_path):
+    job = _job(compose_config, synth_dir, tmp_path)
+    assert job.engine == "vllm" and job.plan.engine == "vllm" and job.plan.dtype == "float32"
+    assert job.plan.quantization["method"] == "none" and job.plan.fits
+    assert job.plan.vllm["max_model_len"] >= job.plan.tokens_per_request
+    assert job.plan.vision_tokens_per_clip == 16  # 8 frames of 56x56: 4 time groups x 2 x 2
+
+
+@pytest.mark.parametrize("quant, engine, checkpoint", [
+    ("gptq", "vllm", "vidcap-ko-tiny-gptq"), ("awq", "vllm", "vidcap-ko-tiny-awq"),
+    ("nf4", "hf", None), ("int8", "hf", None),
+])
+def test_quantization_picks_engine_and_weights(compose_config, synth_dir, tmp_path, quant, engine, checkpoint):
+    job = _job(compose_config, synth_dir, tmp_path, f"quant={quant}")
+    assert job.engine == engine and job.plan.quantization["method"] == quant
+    if checkpoint:
+        assert job.model.path.endswith(checkpoint) and job.plan.vllm["quantization"] == "compressed-tensors"
+        assert job.plan.dtype in ("bfloat16", "float16")  # vLLM runs W4A16 with 16-bit activations
+    else:
+        assert job.plan.hf["quantization_config"]["load_in_4bit" if quant == "nf4" else "load_in_8bit"]
+
+
+def test_an_impossible_combination_fails_naming_what_to_change(compose_config, synth_dir, tmp_path):
+    with pytest.raises(ConfigError, match="use `engine=hf`"):
+        _job(compose_config, synth_dir, tmp_path, "quant=nf4", "engine=vllm")
+    with pytest.raises(ConfigError, match="beam search"):
+        _job(compose_config, synth_dir, tmp_path, "sampling=quality", "engine=vllm")
+    with pytest.raises(ConfigError, match="speculative decoding runs on engine=vllm"):
+        _job(compose_config, synth_dir, tmp_path, "spec=ngram", "engine=hf")
+
+
+def test_beam_search_preset_runs_on_transformers(compose_config, synth_dir, tmp_path):
+    job = _job(compose_config, synth_dir, tmp_path, "sampling=quality")
+    assert job.engine == "hf" and job.sampling.num_beams == 4
+
+
+def test_a_plan_that_does_not_fit_is_refused_before_loading(compose_config, synth_dir, tmp_path):
+    with pytest.raises(ConfigError, match="does not fit.*VLLM_CPU_KVCACHE_SPACE"):
+        _job(compose_config, synth_dir, tmp_path, "gpu.env.VLLM_CPU_KVCACHE_SPACE=0.0001")
+
+
+def test_plan_only_needs_no_clips(compose_config):
+    job = load_job_config(compose_config(["plan_only=true", "gpu=t4", "model=qwen2_5_vl_7b"]))
+    assert job.plan_only and job.input_dir is None
+    assert job.engine == "hf"  # vLLM has no Turing vision attention for Qwen VL (vllm issue 29743)
+    assert job.plan.dtype == "float16" and job.plan.quantization["method"] == "nf4"
+
+
+@pytest.mark.parametrize("tier", ["l4", "a100", "h100"])
+def test_gpu_tiers_plan_the_real_presets(compose_config, tier):
+    job = load_job_config(compose_config(["plan_only=true", f"gpu={tier}", "model=qwen2_5_vl_7b_awq"]))
+    assert job.engine == "vllm" and job.plan.fits and job.plan.quantization["method"] == "awq"
+    assert job.plan.vllm["gpu_memory_utilization"] == pytest.approx(0.9)
