@@ -21,7 +21,7 @@ from caption.engines.base import Request, Result
 from caption.prompts import build_prompt, prompt_format
 from caption.records import RecordStore
 from caption.scoring import score_captions
-from caption.summary import JobTally, peak_rss_gib, print_plan, print_summary, save_summary
+from caption.summary import JobTally, peak_rss_gib, print_plan, print_summary, reset_peak_rss, save_summary
 from caption.sweep import write_result
 from video_io.crawl import crawl_videos
 from video_io.decode import Clip
@@ -34,6 +34,7 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
     if job.plan_only:
         return _report_plan(job)
+    reset_peak_rss()
     tally = JobTally()
     videos = crawl_videos(job.input_dir)
     store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors)

@@ -89,13 +89,28 @@ def save_summary(summary: dict, path: Path) -> None:
     Path(path).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def reset_peak_rss() -> None:
+    """Start a new peak-memory measurement for this process (Linux: clear_refs 5 resets VmHWM),
+    so each job of an in-process sweep reports its own peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_gib() -> float:
-    """Peak resident memory of this process and of its finished children (decoders), in GiB."""
+    """Peak resident memory of this process since reset_peak_rss() (the engine lives here on CPU;
+    decoders are separate processes), in GiB."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
     import resource
 
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, children) / 2**20  # Linux reports KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def print_plan(plan: dict, path: Path | None, out=sys.stdout) -> None:

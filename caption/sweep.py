@@ -45,7 +45,8 @@ def _overrides(job_dir: Path) -> str:
     if not overrides.exists():
         return ""
     lines = [line[2:].strip() for line in overrides.read_text().splitlines() if line.startswith("- ")]
-    return " ".join(line for line in lines if not line.startswith(("input_dir=", "output=")))
+    noise = ("input_dir=", "output=", "progress=", "hydra.")
+    return " ".join(line for line in lines if not line.startswith(noise))
 
 
 def collect(sweep_dir: Path) -> tuple[list[dict], list[dict]]:

@@ -1,7 +1,7 @@
 """Plans from the command line, without Hydra or a model:
 
     python -m quant.cli plan --model qwen2_5_vl_7b_awq --gpu l4 [--quant auto --priority memory --engine vllm]
-    python -m quant.cli table        # the tiers table of quant/README.md (Qwen2.5-VL-7B, 16 frames of 448x448)
+    python -m quant.cli table        # the tiers table in the README's 'GPU tiers' section (Qwen2.5-VL-7B, 16 frames of 448x448)
     python -m quant.cli presets      # the model presets table: parameters, weights, KV cache, video tokens
 """
 

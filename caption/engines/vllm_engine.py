@@ -100,6 +100,7 @@ class VllmEngine:
 
     def __init__(self, job, stop: tuple[str, ...]):
         apply_engine_env(job.gpu.get("env"))
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", str(job.engine_options.get("log_level", "WARNING")))
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadWarning())
         _guard_kernel_rebind_scan()
         from vllm import LLM
