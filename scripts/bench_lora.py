@@ -17,15 +17,11 @@ import json
 import sys
 import time
 
-from bench_prefix import job_config, requests
+from bench_common import bench_clips, job_config, requests
 
-from caption.config import REPO_ROOT
 from caption.engines.vllm_engine import VllmEngine
 from caption.prompts import prompt_format
 from eval.meteor import meteor_score
-from video_io.crawl import crawl_videos
-from video_io.synth.dataset import generate_dataset
-from video_io.workers import DecodePool
 
 SEED = 606  # used by no training run
 
@@ -34,14 +30,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=60)
     args = ap.parse_args()
-    clips = REPO_ROOT / "data" / "bench" / f"lora-seed{SEED}-n{args.n}"
-    if not (clips / "references.jsonl").exists():
-        generate_dataset(clips, args.n, SEED)
+    clips, decoded = bench_clips("lora", args.n, SEED)
     refs = {json.loads(l)["video"]: json.loads(l) for l in open(clips / "references.jsonl", encoding="utf-8")}
-    base_job = job_config(clips, [])
-    with DecodePool(base_job.decode, workers=2) as pool:
-        decoded = sorted(((r.path, r.clip) for r in pool.imap(str(p) for _, p in crawl_videos(clips))),
-                         key=lambda item: item[0])
     videos = [path.rsplit("/", 1)[-1] for path, _ in decoded]
 
     rows = []

@@ -16,32 +16,14 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from bench_common import bench_clips, job_config, requests
 
-from caption.config import CONF_DIR, REPO_ROOT, load_job_config
 from caption.engines.base import Request
 from caption.engines.vllm_engine import VllmEngine
-from caption.prompts import build_prompt, prompt_format
-from video_io.crawl import crawl_videos
-from video_io.synth.dataset import generate_dataset
-from video_io.workers import DecodePool
+from caption.prompts import prompt_format
 
 SEED = 404
-
-
-def job_config(clips: Path, overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"input_dir={clips}", f"output={clips}/unused.jsonl",
-                                                        "engine=vllm", *overrides])
-    return load_job_config(cfg)
-
-
-def requests(job, decoded, tasks) -> list[Request]:
-    return [Request(key=key, task=task, adapter=None, prompt=build_prompt(job.model.family, task),
-                    frames=clip.frames, video_metadata=clip.metadata())
-            for key, clip in decoded for task in tasks]
 
 
 def measure(engine: VllmEngine, batch: list[Request]) -> dict:
@@ -61,13 +43,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2, help="runs per cell; the faster is kept")
     args = ap.parse_args()
-    clips = REPO_ROOT / "data" / "bench" / f"prefix-seed{SEED}-n{args.n}"
-    if not (clips / "references.jsonl").exists():
-        generate_dataset(clips, args.n, SEED)
-    job = job_config(clips, [])
-    with DecodePool(job.decode, workers=2) as pool:
-        decoded = sorted(((r.path, r.clip) for r in pool.imap(str(p) for _, p in crawl_videos(clips))),
-                         key=lambda item: item[0])
+    clips, decoded = bench_clips("prefix", args.n, SEED)
 
     rows = []
     for caching in (False, True):

@@ -15,14 +15,10 @@ import argparse
 import sys
 import time
 
-from bench_prefix import job_config, requests
+from bench_common import bench_clips, job_config, requests
 
-from caption.config import REPO_ROOT
 from caption.engines.vllm_engine import VllmEngine
 from caption.prompts import prompt_format
-from video_io.crawl import crawl_videos
-from video_io.synth.dataset import generate_dataset
-from video_io.workers import DecodePool
 
 SEED = 505
 TASKS = ("caption", "motion")
@@ -32,13 +28,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=32)
     args = ap.parse_args()
-    clips = REPO_ROOT / "data" / "bench" / f"spec-seed{SEED}-n{args.n}"
-    if not (clips / "references.jsonl").exists():
-        generate_dataset(clips, args.n, SEED)
-    base = job_config(clips, [])
-    with DecodePool(base.decode, workers=2) as pool:
-        decoded = sorted(((r.path, r.clip) for r in pool.imap(str(p) for _, p in crawl_videos(clips))),
-                         key=lambda item: item[0])
+    clips, decoded = bench_clips("spec", args.n, SEED)
 
     rows, reference = [], {}
     for batch_name, batch_override in (("1", ["gpu.max_num_seqs=1"]), ("full", [])):

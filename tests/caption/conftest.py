@@ -44,3 +44,17 @@ def hf_engine(job_config, model_dir):
     engine = HfEngine(job, prompt_format(job.model.family).stop)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def two_clips_with_references(tmp_path, synth_dir):
+    """A folder with two synthetic clips and their references.jsonl (so jobs also score METEOR)."""
+    import shutil
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    lines = open(synth_dir / "references.jsonl", encoding="utf-8").readlines()[:2]
+    (folder / "references.jsonl").write_text("".join(lines), encoding="utf-8")
+    return folder

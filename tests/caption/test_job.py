@@ -121,13 +121,8 @@ def test_a_bad_config_fails_before_any_model_loads(tmp_path, synth_dir):
     assert "vllm" not in proc.stderr.lower() and "Loading" not in proc.stdout
 
 
-def test_adapter_records_name_their_adapter_and_are_scored(compose_config, tmp_path, synth_dir):
-    folder = tmp_path / "clips"
-    folder.mkdir()
-    for i in range(2):
-        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
-    references = [line for line in open(synth_dir / "references.jsonl", encoding="utf-8")][:2]
-    (folder / "references.jsonl").write_text("".join(references), encoding="utf-8")
+def test_adapter_records_name_their_adapter_and_are_scored(compose_config, tmp_path, two_clips_with_references):
+    folder = two_clips_with_references
     out = tmp_path / "out.jsonl"
     summary = run_job(compose_config([f"input_dir={folder}", f"output={out}", "progress=false", "engine=hf",
                                       "lora=detailed", "lora.include_base=true"]))

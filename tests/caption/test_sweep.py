@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -41,14 +40,8 @@ def test_gpu_tier_sweep_plans_every_tier(tmp_path):
 
 
 @pytest.mark.slow
-def test_quantization_sweep_really_runs_and_measures(tmp_path, synth_dir):
-    clips = tmp_path / "clips"
-    clips.mkdir()
-    for i in range(2):
-        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", clips)
-    references = [line for line in open(synth_dir / "references.jsonl", encoding="utf-8")][:2]
-    (clips / "references.jsonl").write_text("".join(references), encoding="utf-8")
-    sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={clips}")  # output: per job
+def test_quantization_sweep_really_runs_and_measures(tmp_path, two_clips_with_references):
+    sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={two_clips_with_references}")
     rows = list(csv.DictReader(open(sweep / "sweep.csv")))
     assert [r["quant"] for r in rows] == ["none", "gptq"]
     for row in rows:
