@@ -129,7 +129,7 @@ def _model(cfg: DictConfig) -> ModelSettings:
         raise ConfigError(f"`model.path={path}` is not a folder; point it at a local checkpoint "
                           "or a hub id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) on a machine with hub access")
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
-                         dtype=str(cfg.gpu.get("dtype") or m.dtype),
+                         dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
                          max_model_len=int(_positive(m.max_model_len, "model.max_model_len")))
 
 
