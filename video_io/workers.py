@@ -12,6 +12,7 @@ so at most `workers` decoded clips wait in memory however slow the consumer is.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 import traceback
 from collections import deque
@@ -47,6 +48,9 @@ def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> Dec
 
 
 def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
+    # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
+    # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             path = conn.recv()
