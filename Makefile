@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 .PHONY: setup setup-quant demo test test-fast clean-demo
 
 setup:  ## create .venv and install everything (Debian libs, Python packages, torchvision shim)
-	@bash scripts/install_debian_packages.sh libnuma1 libgomp1
+	@bash scripts/install_debian_packages.sh libnuma1 libgomp1 chromium fonts-nanum
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 ifeq ($(ENGINE),gpu)
