@@ -69,7 +69,7 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
             out[clip.video] = {"tn": f"not decoded by the job: {reason}" if reason else
                                "no frame_indices in the records"}
         elif not path.is_file():
-            out[clip.video] = {"tn": f"clip not found at {path} (give --input-dir)"}
+            out[clip.video] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
         elif 0 <= args.max_thumbs <= len(jobs):
             out[clip.video] = {"tn": f"thumbnails left out: only the first {args.max_thumbs} clips get them "
                                      "(--max-thumbs)"}

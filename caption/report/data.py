@@ -15,8 +15,9 @@ from caption.records import record_key
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/job.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
-SHOWN_FIELDS = ("task", "adapter", "status", "caption", "error", "model", "engine", "finish_reason",
-                "output_tokens", "generate_s", "ablation")
+# model and engine are the same for a whole job's file: the header lists them once.
+SHOWN_FIELDS = ("task", "adapter", "status", "caption", "error", "finish_reason", "output_tokens",
+                "generate_s", "ablation")
 
 
 class ReportError(Exception):

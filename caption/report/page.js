@@ -70,7 +70,7 @@
     $("title").textContent = DATA.title;
     const m = DATA.meta || {};
     $("source").textContent = `${DATA.records_file} · clips from ${m.input_dir || "?"} (${m.input_dir_from || ""})` +
-      (m.references ? ` · references ${m.references}` : "") + ` · made ${DATA.generated}`;
+      (m.references ? ` · references ${m.references}` : "") + ` · ${DATA.models.join(", ")} · made ${DATA.generated}`;
     const nErr = CLIPS.filter((c) => c.s === "error").length;
     const totals = [["clips", CLIPS.length], ["records", DATA.n_records], ["clips with errors", nErr],
                     ["clips with thumbnails", m.thumbnail_clips]];
@@ -86,7 +86,8 @@
   function strip(clip) {
     const box = el("div", { class: "strip" });
     if (!clip.t) {
-      box.append(el("div", { class: "placeholder" }, clip.tn || "no thumbnails"));
+      box.append(el("div", { class: "placeholder" },
+        clip.tn === undefined ? "no thumbnails" : DATA.placeholders[clip.tn]));
       return box;
     }
     clip.t.forEach((b64, k) => {

@@ -19,7 +19,7 @@ from caption.report.data import ClipEntry, ReportData, shown_record
 DEFAULT_PAGE_SIZE = 50
 
 
-def clip_payload(clip: ClipEntry, thumbs: dict | None) -> dict:
+def clip_payload(clip: ClipEntry, thumbs: dict | None, placeholders: dict[str, int]) -> dict:
     records = [shown_record(r) for r in clip.records]
     scores = [r["meteor"] for r in records if "meteor" in r]
     out = {"v": clip.video, "s": clip.status, "r": records}
@@ -29,12 +29,16 @@ def clip_payload(clip: ClipEntry, thumbs: dict | None) -> dict:
         out["dec"] = clip.decoder
     if clip.notes:
         out["notes"] = clip.notes
-    if thumbs:
-        out.update(thumbs)  # "t": [base64 JPEG, ...], "ti": frame index of each; or "tn": why none
+    if thumbs and "t" in thumbs:
+        out.update(thumbs)  # "t": [base64 JPEG, ...], "ti": frame index of each
+    elif thumbs:  # why there are none; the same text for thousands of clips is stored once
+        out["tn"] = placeholders.setdefault(thumbs["tn"], len(placeholders))
     return out
 
 
 def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size: int = DEFAULT_PAGE_SIZE) -> str:
+    placeholders: dict[str, int] = {}
+    clips = [clip_payload(c, thumbs.get(c.video), placeholders) for c in data.clips]
     payload = {
         "title": meta.get("title") or f"Caption review: {data.records_path.name}",
         "records_file": str(data.records_path),
@@ -44,7 +48,9 @@ def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size
         "corpus": [{**c, "adapter": c["adapter"] or "base"} for c in data.corpus],
         "notes": data.notes,
         "meta": {k: v for k, v in meta.items() if k != "title"},
-        "clips": [clip_payload(c, thumbs.get(c.video)) for c in data.clips],
+        "models": sorted({f"{r.get('model')} on {r.get('engine')}" for c in data.clips for r in c.records}),
+        "placeholders": list(placeholders),
+        "clips": clips,
     }
     # "<" only occurs inside JSON strings, where \u003c means the same: no "</script>" or "<!--"
     # can end or confuse the script element whatever a caption or file name contains.

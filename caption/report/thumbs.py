@@ -60,21 +60,23 @@ def make_thumbnails(job: ThumbJob, max_side: int, quality: int) -> ThumbResult:
 
 
 def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: int = DEFAULT_QUALITY,
-                   workers: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S) -> Iterator[ThumbResult]:
+                   workers: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S,
+                   fn=make_thumbnails) -> Iterator[ThumbResult]:
     """One result per job, each naming its video. workers=0 runs in this process (no deadline).
+    `fn` (make_thumbnails' signature, module-level) lets tests inject decoders that hang or crash.
 
     A clip still unfinished `timeout_s` after the report started waiting for it is given up on; its
     pool is killed and the clips not done yet go on in a fresh one."""
     if workers <= 0:
         for job in jobs:
-            yield make_thumbnails(job, max_side, quality)
+            yield fn(job, max_side, quality)
         return
     ctx = mp.get_context("spawn")  # as the caption job's decoders: no forked native-library state
     pending = list(jobs)
     while pending:
         todo, pending = pending, []
         with ctx.Pool(min(workers, len(todo))) as pool:
-            futures = [pool.apply_async(make_thumbnails, (job, max_side, quality)) for job in todo]
+            futures = [pool.apply_async(fn, (job, max_side, quality)) for job in todo]
             for k, (job, future) in enumerate(zip(todo, futures)):
                 try:
                     yield future.get(timeout=timeout_s)
