@@ -209,3 +209,39 @@ def test_ten_thousand_clips_render_one_page(tmp_path, synth_dir):
     last = dump_dom(page, tmp_path / "chromium", "status=error&page=3")
     assert len(last.clips) == 4 and all(c["status"] == "error" for c in last.clips)  # 104 errors: 50+50+4
     assert last.clips[-1]["video"] == "c09991.mp4"
+
+
+@pytest.mark.slow
+def test_report_of_a_real_job(compose_config, synth_dir, tmp_path, vllm_engine):
+    """The caption job (real decoders, real vLLM) writes records; the page shows all of them."""
+    from caption.job import run_job
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(3):
+        shutil.copy(synth_dir / f"clip_0000{i}.mp4", folder)
+    (folder / "empty.mp4").write_bytes(b"")
+    lines = (synth_dir / "references.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:3]
+    (folder / "references.jsonl").write_text("".join(lines), encoding="utf-8")
+    out = folder / "captions.jsonl"  # records next to the clips: found without --input-dir
+    summary = run_job(compose_config([f"input_dir={folder}", f"output={out}", "progress=false",
+                                      "tasks=[caption,motion]"]), engine=vllm_engine)
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 8 and summary["captions_failed"] == 2
+
+    page = _build(out, tmp_path / "report.html", "--workers", 2)  # references.jsonl found in the folder
+    dom = dump_dom(page, tmp_path / "chromium")
+    clips = {c["video"]: c for c in dom.clips}
+    assert sorted(clips) == ["clip_00000.mp4", "clip_00001.mp4", "clip_00002.mp4", "empty.mp4"]
+    refs = _refs(folder)
+    for video in ("clip_00000.mp4", "clip_00001.mp4", "clip_00002.mp4"):
+        mine = sorted((r for r in records if r["video"] == video), key=lambda r: r["task"])
+        assert clips[video]["captions"] == [r["caption"] for r in mine]  # caption, then motion
+        assert all(HANGUL.search(c) for c in clips[video]["captions"])
+        assert len(clips[video]["imgs"]) == len(mine[0]["frame_indices"]) == 8
+        assert all(src.startswith(JPEG_URI) for src in clips[video]["imgs"])
+        segment = meteor_score([mine[0]["caption"]], [refs[video]["references"]])["meteor"]
+        assert clips[video]["meteors"] == [f"{segment:.3f}", ""]
+    assert "empty file (0 bytes)" in clips["empty.mp4"]["placeholder"]
+    assert clips["empty.mp4"]["errors"] == ["decode: empty file (0 bytes)"] * 2
+    assert f"{summary['meteor']:.4f}" in dom.ids["totals"]["text"]
