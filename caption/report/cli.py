@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "(default: input_dir in RECORDS.summary.json, else RECORDS' folder)")
     ap.add_argument("--title", help="page title")
     ap.add_argument("--max-thumbs", type=int, default=T.DEFAULT_MAX_CLIPS,
-                    help=f"clips that get thumbnails, in path order (default {T.DEFAULT_MAX_CLIPS}; "
-                         "-1: all, 0: none); the rest get a placeholder")
+                    help=f"clips that get thumbnails (default {T.DEFAULT_MAX_CLIPS}; -1: all, 0: none): failed "
+                         "captions first, then the lowest METEOR, then path order; the rest get a placeholder")
     ap.add_argument("--thumb-frames", type=int, default=T.DEFAULT_FRAMES,
                     help=f"thumbnails per clip, spread over its sampled frames (default {T.DEFAULT_FRAMES})")
     ap.add_argument("--thumb-size", type=int, default=T.DEFAULT_SIZE,
@@ -59,9 +59,16 @@ def _check_args(args) -> None:
             raise ReportError(f"--adapter-field {item!r}: expected ADAPTER=FIELD")
 
 
+def thumbnail_priority(clip) -> tuple:
+    """Which clips get thumbnails first when --max-thumbs leaves some out: the ones a reviewer opens
+    first (failed captions, then the lowest METEOR), then path order."""
+    scores = [r["meteor"] for r in clip.records if "meteor" in r]
+    return (clip.status == "ok", min(scores) if scores else float("inf"))
+
+
 def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict]:
     """{video: {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip."""
-    out, jobs = {}, []
+    out, candidates = {}, []
     for clip in clips:
         path = input_dir / clip.video
         if not clip.frame_indices:
@@ -70,12 +77,16 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
                                "no frame_indices in the records"}
         elif not path.is_file():
             out[clip.video] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
-        elif 0 <= args.max_thumbs <= len(jobs):
-            out[clip.video] = {"tn": f"thumbnails left out: only the first {args.max_thumbs} clips get them "
-                                     "(--max-thumbs)"}
         else:
-            jobs.append(T.ThumbJob(clip.video, str(path), tuple(T.pick_frames(clip.frame_indices, args.thumb_frames)),
-                                   clip.decoder or "auto"))
+            candidates.append(clip)
+    if args.max_thumbs >= 0 and len(candidates) > args.max_thumbs:
+        candidates.sort(key=thumbnail_priority)  # stable: path order among equals
+        for clip in candidates[args.max_thumbs:]:
+            out[clip.video] = {"tn": f"thumbnails left out: {args.max_thumbs} clips get them (--max-thumbs), "
+                                     "failed and lowest-scored first"}
+        candidates = candidates[:args.max_thumbs]
+    jobs = [T.ThumbJob(c.video, str(input_dir / c.video), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
+                       c.decoder or "auto") for c in candidates]
     started = time.perf_counter()
     for k, result in enumerate(T.run_thumbnails(jobs, args.thumb_size, args.thumb_quality, args.workers,
                                                 args.timeout_s), 1):

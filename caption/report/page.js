@@ -4,6 +4,7 @@
 // and file names never become markup.
 "use strict";
 (function () {
+  const started = performance.now();
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
   const CLIPS = DATA.clips;
   const $ = (id) => document.getElementById(id);
@@ -171,4 +172,5 @@
   $("next").addEventListener("click", () => change({ page: readState().page + 1 }));
   window.addEventListener("hashchange", render);
   render();
+  document.body.dataset.firstRenderMs = Math.round(performance.now() - started); // parse + first page
 })();

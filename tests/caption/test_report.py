@@ -125,6 +125,10 @@ def test_page_shows_frames_captions_scores_and_filters(reviewed, synth_dir, tmp_
     assert [c["video"] for c in paged.clips] == ["clip_00002.mp4", "clip_00003.mp4"]
     assert paged.ids["pageinfo"]["text"] == "page 2 of 4 · 7 of 7 clips"
 
+    # with fewer thumbnails than clips, the failed and the worst-scored clips get them
+    few = _page_data(_build(reviewed, tmp_path / "few.html", "--input-dir", synth_dir, "--max-thumbs", 2))
+    assert [c["v"] for c in few["clips"] if "t" in c] == ["clip_00002.mp4", "clip_00003.mp4"]
+
     png = screenshot(page, tmp_path / "report.png", profile)
     pixels = np.asarray(Image.open(png).convert("L"), dtype=float)
     assert pixels.std() > 10, "the screenshot is blank"
