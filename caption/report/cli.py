@@ -22,7 +22,8 @@ REFERENCES_FILE = "references.jsonl"  # what caption-synth writes next to its cl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    ap = argparse.ArgumentParser(prog=PROG, description="Write one self-contained HTML page (no network) to "
+                                 "review a caption job's records: frames, captions, errors, METEOR.")
     ap.add_argument("records", type=Path, help="the caption job's JSONL records")
     ap.add_argument("--out", type=Path, required=True, help="the HTML file to write")
     ap.add_argument("--references", help=f"references.jsonl for METEOR per caption (default: {REFERENCES_FILE} "

@@ -141,6 +141,7 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references"
     except InputError as exc:
         raise ReportError(str(exc)) from None
     scorer = Scorer(tokenizer=tokenizer)
+    by_line = {r["_line"]: r for r in scored}
     for adapter in adapters:
         label = NONE_LABEL if adapter is None else str(adapter)
         fname = adapter_fields.get(label) or _default_field(refs_path, label, field_name)
@@ -161,7 +162,6 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references"
         except (RuntimeError, ImportError, OSError) as exc:
             raise ReportError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
         result = scorer.corpus(hyp_toks, ref_toks)
-        by_line = {r["_line"]: r for r in scored}
         for ref, segment in zip(refs, result.segments):
             p = matched.by_video.get(ref.video)
             if p is not None and p.status == "ok":

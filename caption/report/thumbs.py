@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import multiprocessing as mp
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 DEFAULT_MAX_CLIPS = 1000  # clips that get thumbnails; the rest get a placeholder (see cli.py --max-thumbs)
