@@ -16,9 +16,9 @@ from pathlib import Path
 from caption.report import thumbs as T
 from caption.report.data import ReportError, load_report_data, resolve_input_dir
 from caption.report.page import DEFAULT_PAGE_SIZE, render_page
+from video_io.synth.dataset import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
 
 PROG = "caption-report"
-REFERENCES_FILE = "references.jsonl"  # what caption-synth writes next to its clips, and the job looks for
 
 
 def build_parser() -> argparse.ArgumentParser:

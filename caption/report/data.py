@@ -12,7 +12,7 @@ from pathlib import Path
 
 from caption.records import record_key
 
-SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/job.py)
+SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
 # model and engine are the same for a whole job's file: the header lists them once.
