@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE ?= 1
 setup: $(SETUP_DONE)  ## create .venv and install everything (Debian libs, Python packages, torchvision shim)
 
 $(SETUP_DONE): pyproject.toml constraints.txt scripts/install_debian_packages.sh
-	@bash scripts/install_debian_packages.sh libnuma1 libgomp1
+	@bash scripts/install_debian_packages.sh libnuma1 libgomp1 chromium fonts-nanum  # chromium + a Korean font: the review page, tested in a real browser
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 ifeq ($(ENGINE),gpu)
@@ -40,6 +40,7 @@ demo: $(SETUP_DONE)  ## caption a small synthetic set with the embedded model, s
 	@$(BIN)/caption-synth --out $(DEMO) --n 24 --seed 7 > /dev/null
 	@rm -f $(DEMO)/captions.jsonl $(DEMO)/captions.jsonl.summary.json  # the demo's own output, made afresh
 	@$(BIN)/caption input_dir=$(DEMO) output=$(DEMO)/captions.jsonl hydra.run.dir=$(DEMO)/run
+	@$(BIN)/caption-report $(DEMO)/captions.jsonl --out $(DEMO)/report.html
 
 test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs it)
 	$(BIN)/python -m pytest -q
