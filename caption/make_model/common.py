@@ -43,6 +43,7 @@ class FamilySpec:
     chat_template: Callable[[], str]
     config: Callable[[dict, dict], Any]  # (arch, token ids by text) -> transformers config
     processor: Callable[[Any, dict, str], Any]  # (tokenizer, arch, chat template) -> processor
+    job: dict[str, dict] = field(default_factory=dict)  # shape -> frames, frame_side, max_model_len (tiny/cpu)
     bos_token: str | None = None
     rename_key: Callable[[str], str] = field(default=lambda key: key)  # saved key -> release key
 
@@ -239,6 +240,7 @@ def write_weights(out: Path, tensors: dict[str, tuple[int, ...]], dtype: str, se
     for file_name, shard in zip(names, shards):
         block = {name: random_tensor(name, tensors[name], seed, torch_dtype, tokens) for name in shard}
         save_file(block, str(out / file_name), metadata={"format": "pt"})
+        (out / file_name).chmod(0o644)  # safetensors creates it owner-only; the rest of the folder is 0644
         weight_map.update({name: file_name for name in shard})
         del block
     if len(shards) > 1:
@@ -247,6 +249,37 @@ def write_weights(out: Path, tensors: dict[str, tuple[int, ...]], dtype: str, se
                  "weight_map": dict(sorted(weight_map.items()))}
         (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     return names
+
+
+PRESET_DIR = "vidcap_preset"  # <out>/vidcap_preset/model/<name>.yaml: a model preset for the job
+
+
+def job_preset(family: str, shape: str, arch: dict, out: Path, dtype: str, parameters: int) -> dict:
+    """A conf/model preset for the made checkpoint: the job's planner counts memory from `arch`, so
+    a made model runs through `caption` with its own numbers (not those of the preset it imitates)."""
+    if shape in BUILTIN_SHAPES:
+        job = dict(family_spec(family).job[shape])
+        side = job.pop("frame_side")
+        job.update(frame_width=side, frame_height=side)
+    else:
+        from omegaconf import OmegaConf
+
+        preset = OmegaConf.load(_presets(family)[shape])
+        job = {k: preset[k] for k in ("max_model_len", "frames", "frame_width", "frame_height")}
+    return {"name": f"random-{family}-{shape}", "family": family, "path": str(out.resolve()), "dtype": dtype,
+            **job, "quantized": None, "awq_preset": None, "arch": {**arch, "params_card": parameters}}
+
+
+def write_job_preset(out: Path, preset: dict) -> Path:
+    import yaml
+
+    path = out / PRESET_DIR / "model" / f"{preset['name'].replace('-', '_')}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# Written by caption-make-model: {preset['name']}, random weights. Run the job with\n"
+              f"#   caption hydra.searchpath=[file://{out.resolve() / PRESET_DIR}] "
+              f"model={path.stem} input_dir=... output=...\n")
+    path.write_text(header + yaml.safe_dump(preset, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
 
 
 def _prepare_out(out: Path, force: bool) -> None:
@@ -274,7 +307,9 @@ def make_checkpoint(family: str, shape: str, out: str | Path, seed: int = 0, dty
     spec.processor(tokenizer, arch, tokenizer.chat_template).save_pretrained(out)
     tensors = release_tensors(meta_model(config), spec.rename_key)
     files = [] if config_only else write_weights(out, tensors, dtype, seed, len(tokenizer), shard_bytes)
+    parameters = sum(math.prod(s) for s in tensors.values())
+    preset = write_job_preset(out, job_preset(family, shape, arch, out, dtype, parameters))
     return {"family": family, "shape": shape, "dtype": dtype, "seed": seed, "out": str(out),
-            "source": shape_arch(family, shape)[2], "parameters": sum(math.prod(s) for s in tensors.values()),
+            "source": shape_arch(family, shape)[2], "parameters": parameters,
             "weight_bytes": sum((out / f).stat().st_size for f in files), "weight_files": files,
-            "tokenizer_size": len(tokenizer)}
+            "tokenizer_size": len(tokenizer), "job_preset": str(preset)}

@@ -32,6 +32,10 @@ BUILTIN = {
 }
 
 
+# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
+JOB = {"tiny": dict(frames=8, frame_side=64, max_model_len=2048),
+       "cpu": dict(frames=8, frame_side=224, max_model_len=4096)}
+
 def chat_template() -> str:
     """`{system} USER: <video>\\n{text} ASSISTANT:`, the layout of caption/prompts.py."""
     system = default_system_prompt().replace("'", "\\'")
@@ -109,5 +113,5 @@ def _release_key(key: str) -> str:
 
 
 SPEC = FamilySpec(name="llava_next_video", builtin=BUILTIN, special_tokens=TOKENS, eos_tokens=("</s>",),
-                  chat_template=chat_template, config=_config, processor=_processor, bos_token="<s>",
+                  chat_template=chat_template, config=_config, processor=_processor, job=JOB, bos_token="<s>",
                   rename_key=_release_key)

@@ -29,6 +29,10 @@ BUILTIN = {
 }
 
 
+# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
+JOB = {"tiny": dict(frames=8, frame_side=56, max_model_len=2048),
+       "cpu": dict(frames=8, frame_side=112, max_model_len=4096)}
+
 def mrope_section(head_dim: int) -> list[int]:
     """(time, height, width) split of head_dim/2 rotary frequencies, as [16, 24, 24] for 128."""
     section = [head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16]
@@ -84,4 +88,4 @@ def _processor(tokenizer, arch: dict, chat_template: str):
 
 SPEC = FamilySpec(name="qwen2_5_vl", builtin=BUILTIN, special_tokens=QWEN_TOKENS,
                   eos_tokens=("<|im_end|>", "<|endoftext|>"), chat_template=qwen_chat_template,
-                  config=_config, processor=_processor)
+                  config=_config, processor=_processor, job=JOB)

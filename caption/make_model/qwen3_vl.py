@@ -29,6 +29,10 @@ BUILTIN = {
 }
 
 
+# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
+JOB = {"tiny": dict(frames=8, frame_side=64, max_model_len=2048),
+       "cpu": dict(frames=8, frame_side=128, max_model_len=4096)}
+
 def mrope_section(head_dim: int) -> list[int]:
     """head_dim/2 rotary frequencies split 6:5:5 over (time, height, width), as [24, 20, 20] for 128."""
     half = head_dim // 2
@@ -85,4 +89,4 @@ def _processor(tokenizer, arch: dict, chat_template: str):
 
 SPEC = FamilySpec(name="qwen3_vl", builtin=BUILTIN, special_tokens=QWEN_TOKENS,
                   eos_tokens=("<|im_end|>", "<|endoftext|>"), chat_template=qwen_chat_template,
-                  config=_config, processor=_processor)
+                  config=_config, processor=_processor, job=JOB)
