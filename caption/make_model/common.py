@@ -123,7 +123,7 @@ def token_ids(tokenizer, tokens) -> dict[str, int]:
 
 
 def build_config(family: str, shape: str, dtype: str | None = None):
-    """The transformers config a checkpoint of this family and shape gets, and its tokenizer."""
+    """(transformers config, tokenizer, arch numbers with vocab_size filled in) for a family and shape."""
     import torch
 
     spec = family_spec(family)
@@ -139,7 +139,10 @@ def build_config(family: str, shape: str, dtype: str | None = None):
     ids = token_ids(tokenizer, (*spec.special_tokens, *spec.eos_tokens, tokenizer.pad_token))
     ids["<pad>"] = tokenizer.pad_token_id
     tokenizer.model_max_length = int(arch["max_position_embeddings"])
-    config = spec.config(arch, ids)
+    try:
+        config = spec.config(arch, ids)
+    except ValueError as exc:  # numbers the architecture cannot take
+        raise MakeModelError(f"{family} {shape}: {exc}") from None
     config.dtype = getattr(torch, dtype)
     return config, tokenizer, arch
 
@@ -169,8 +172,6 @@ def release_tensors(model, rename_key: Callable[[str], str]) -> dict[str, tuple[
 # Scaled by their width instead, a token's own embedding is ~sqrt(hidden) times smaller than what
 # the first layer adds, and the next token hardly depends on the current one (one repeated token).
 EMBEDDING_SUFFIXES = ("embed_tokens.weight", "pos_embed.weight", "position_embedding.weight")
-
-
 VOCAB_ROWS_SUFFIXES = ("embed_tokens.weight", "lm_head.weight")  # one row per token id
 
 
