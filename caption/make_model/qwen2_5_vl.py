@@ -82,7 +82,8 @@ def _processor(tokenizer, arch: dict, chat_template: str):
                   temporal_patch_size=arch["temporal_patch_size"],
                   size={"shortest_edge": arch["video_min_pixels"], "longest_edge": arch["video_max_pixels"]})
     return Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**common),
-                               video_processor=Qwen2VLVideoProcessor(**common),
+                               # the uncapped sizing vLLM 0.32 also counts tokens with (and no warning)
+                               video_processor=Qwen2VLVideoProcessor(**common, cap_pixels_per_frame=False),
                                tokenizer=tokenizer, chat_template=chat_template)
 
 
