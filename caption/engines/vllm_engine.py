@@ -44,6 +44,27 @@ def _guard_kernel_rebind_scan() -> None:
         table["__dict__"] = {}
 
 
+def shutdown_llm(llm) -> None:
+    """Stop an in-process vLLM engine without breaking the others in this process.
+
+    vLLM's EngineCore.shutdown() ends with cleanup_dist_env_and_memory() (vllm/v1/engine/core.py),
+    which destroys the process-wide parallel groups: every other in-process engine then fails its next
+    step with "pipeline model parallel group is not initialized". An engine restarted by the job, or
+    several engines in one test session, share those groups, so they are left in place (a new engine
+    reuses them); the engine's own memory is freed by the garbage collector as vLLM would."""
+    import gc
+
+    import vllm.v1.engine.core as core
+
+    cleanup = core.cleanup_dist_env_and_memory
+    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        core.cleanup_dist_env_and_memory = cleanup
+    gc.collect()
+
+
 def apply_engine_env(env: dict | None) -> None:
     """Export the tier's vLLM environment (read by vLLM at import and engine start)."""
     for key, value in (env or {}).items():
@@ -227,6 +248,6 @@ class VllmEngine:
         llm, self.llm = getattr(self, "llm", None), None
         if llm is not None:
             try:
-                llm.llm_engine.engine_core.shutdown()
+                shutdown_llm(llm)
             except Exception:
                 pass

@@ -238,7 +238,7 @@ def _vllm_run(folder: Path, prompt: str, clip):
     os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1",
                       VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(os.sched_getaffinity(0)))),
                       VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    from caption.engines.vllm_engine import _guard_kernel_rebind_scan
+    from caption.engines.vllm_engine import _guard_kernel_rebind_scan, shutdown_llm
 
     _guard_kernel_rebind_scan()  # a second engine in one process (see caption/engines/vllm_engine.py)
     from vllm import LLM, SamplingParams
@@ -250,7 +250,7 @@ def _vllm_run(folder: Path, prompt: str, clip):
                                 SamplingParams(temperature=0.0, max_tokens=GREEDY_TOKENS, min_tokens=GREEDY_TOKENS),
                                 use_tqdm=False)
     finally:
-        llm.llm_engine.engine_core.shutdown()
+        shutdown_llm(llm)  # keeps the session's other in-process engines working
     return list(output.prompt_token_ids), list(output.outputs[0].token_ids)
 
 
