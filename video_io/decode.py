@@ -220,31 +220,43 @@ def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
     """Decode the frames `spec` asks for; raises DecodeError with a reason a person can act on."""
     started = time.perf_counter()
     with open_source(path) as source:
-        backend, note = _route(source, spec)
-        notes = [note] if note else []
-        if backend == "pyav":
-            frames, indices, times, rate = _pyav(source, spec)
-        else:
+        try:
+            clip = _decode_open(source, spec)
+        except DecodeError as exc:
+            if source.damage:  # a damaged MP4 whose index survived: what is wrong, not FFmpeg's words
+                raise DecodeError(source.damage) from None
+            raise
+        if source.damage:
+            clip.notes.append(f"{source.damage}: captioned from the frames present")
+    clip.decode_seconds = time.perf_counter() - started
+    return clip
+
+
+def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
+    """Route, decode and check the timing of an opened file."""
+    backend, note = _route(source, spec)
+    notes = [note] if note else []
+    if backend == "pyav":
+        frames, indices, times, rate = _pyav(source, spec)
+    else:
+        try:
+            frames, indices, times, rate = _decord(source, spec)
+        except DecodeError as decord_error:
+            if spec.backend == "decord":
+                raise
             try:
-                frames, indices, times, rate = _decord(source, spec)
-            except DecodeError as decord_error:
-                if spec.backend == "decord":
-                    raise
-                try:
-                    frames, indices, times, rate = _pyav(source, spec)
-                    backend = "pyav"
-                except DecodeError as pyav_error:
-                    raise DecodeError(_both(decord_error, pyav_error)) from None
-                notes.append(f"decord failed, decoded with PyAV ({decord_error})")
-        source.check_unchanged()
+                frames, indices, times, rate = _pyav(source, spec)
+                backend = "pyav"
+            except DecodeError as pyav_error:
+                raise DecodeError(_both(decord_error, pyav_error)) from None
+            notes.append(f"decord failed, decoded with PyAV ({decord_error})")
+    source.check_unchanged()
     fps, duration, timing_notes = clip_timing(times, rate)
     notes.extend(timing_notes)
     if len(set(indices)) < len(indices):
         notes.append(f"{len(set(indices))} distinct frames for the {len(indices)} requested (the clip "
                      f"has {len(times)}): frames repeated")
-    clip = Clip(path, frames, list(indices), fps, len(times), duration, backend, notes=notes)
-    clip.decode_seconds = time.perf_counter() - started
-    return clip
+    return Clip(source.path, frames, list(indices), fps, len(times), duration, backend, notes=notes)
 
 
 def _both(decord_error: DecodeError, pyav_error: DecodeError) -> str:

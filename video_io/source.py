@@ -18,7 +18,7 @@ from dataclasses import dataclass
 # person instead. Matched case-insensitively against the library's message.
 _REASONS = (
     ("moov atom not found",
-     "no MP4 index (moov atom not found): the recording or copy was cut short before the file "
+     "no MP4 index (moov atom missing): the recording or copy was cut short before the file "
      "was finalised; re-copy or re-export it"),
     ("cannot find video stream", "no video stream"),
     ("invalid data found when processing input",
@@ -80,6 +80,7 @@ class Source:
     size: int
     mtime_ns: int
     inode: tuple[int, int]
+    damage: str | None = None  # what is wrong with a file that decoders may still read in part
 
     @property
     def uri(self) -> str:
@@ -147,10 +148,45 @@ def open_source(path: str) -> Source:
         reason = _text_reason(head)
         if reason:
             raise DecodeError(reason)
+        reason, fatal = _mp4_reason(fd, opened.st_size, head)
+        if fatal:
+            raise DecodeError(reason)
     except BaseException:
         os.close(fd)
         raise
-    return Source(path, fd, opened.st_size, opened.st_mtime_ns, (opened.st_dev, opened.st_ino))
+    return Source(path, fd, opened.st_size, opened.st_mtime_ns, (opened.st_dev, opened.st_ino), reason)
+
+
+def _mp4_reason(fd: int, size: int, head: bytes) -> tuple[str | None, bool]:
+    """(reason, fatal) for an ISO-BMFF file (MP4/MOV/3GP: first box 'ftyp'), from its top-level
+    box headers: a box running past the end means the file was cut short, no 'moov' box means
+    it was never finalised (FFmpeg says only 'Invalid data found when processing input' for
+    both). Fatal unless the index ('moov') came before the cut, so the frames before it may
+    still decode."""
+    if head[4:8] != b"ftyp":
+        return None, False
+    offset, kinds = 0, set()
+    while offset + 8 <= size:
+        header = os.pread(fd, 16, offset)
+        box_size, kind = int.from_bytes(header[:4], "big"), header[4:8]
+        if box_size == 1 and len(header) == 16:
+            box_size = int.from_bytes(header[8:16], "big")
+        elif box_size == 0:
+            box_size = size - offset  # runs to the end of the file
+        if box_size < 8:
+            return (f"damaged MP4: the box at byte {offset} has an impossible size ({box_size})",
+                    b"moov" not in kinds)
+        if offset + box_size > size:
+            name = kind.decode("latin-1")
+            return (f"the file is truncated: it ends inside its '{name}' box ({size - offset} of "
+                    f"{box_size} bytes present); the copy or recording was cut short, re-copy it",
+                    b"moov" not in kinds)
+        kinds.add(kind)
+        offset += box_size
+    if b"moov" not in kinds:
+        return ("no MP4 index (moov atom missing): the recording or copy was cut short before the "
+                "file was finalised; re-copy or re-export it", True)
+    return None, False
 
 
 @dataclass(frozen=True)
