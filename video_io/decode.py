@@ -144,7 +144,7 @@ def _span(times: np.ndarray) -> float:
     return float(times[-1] - times[0] + np.median(np.diff(times)))
 
 
-def _pyav(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.ndarray, float | None]:
+def _pyav(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.ndarray, float | None, int]:
     """Two passes: packet timestamps (demux only) pick the frames, then decode up to the last
     one, scaling and converting only the frames picked. Frame-accurate for every codec FFmpeg
     decodes. Every stream property is read while its container is open: read after `with`
@@ -193,7 +193,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.n
     if missing:
         raise DecodeError(f"{len(missing)} of the {len(wanted)} sampled frames could not be decoded: "
                           f"the file is damaged or truncated after {len(images)} of them")
-    return np.stack([images[pts[i]] for i in indices]), indices, times, rate
+    return np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation or 0
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:
@@ -210,7 +210,7 @@ def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:
         if spec.backend == "decord":
             raise DecodeError(f"the clip is rotated {info.rotation} degrees (display matrix) and decord "
                               f"turns rotated clips wrongly; use the auto or pyav backend")
-        return "pyav", f"rotated {info.rotation} degrees: decoded with PyAV and turned upright"
+        return "pyav", None  # _pyav notes the rotation
     if spec.backend == "auto" and info.codec not in DECORD_EXACT_CODECS:
         return "pyav", f"{info.codec}: decoded with PyAV (decord seeks inexactly in this codec)"
     return "decord", None
@@ -236,8 +236,9 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
     """Route, decode and check the timing of an opened file."""
     backend, note = _route(source, spec)
     notes = [note] if note else []
+    rotation = 0
     if backend == "pyav":
-        frames, indices, times, rate = _pyav(source, spec)
+        frames, indices, times, rate, rotation = _pyav(source, spec)
     else:
         try:
             frames, indices, times, rate = _decord(source, spec)
@@ -245,12 +246,14 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
             if spec.backend == "decord":
                 raise
             try:
-                frames, indices, times, rate = _pyav(source, spec)
+                frames, indices, times, rate, rotation = _pyav(source, spec)
                 backend = "pyav"
             except DecodeError as pyav_error:
                 raise DecodeError(_both(decord_error, pyav_error)) from None
             notes.append(f"decord failed, decoded with PyAV ({decord_error})")
     source.check_unchanged()
+    if rotation:
+        notes.append(f"rotated {rotation} degrees (display matrix): turned upright")
     fps, duration, timing_notes = clip_timing(times, rate)
     notes.extend(timing_notes)
     if len(set(indices)) < len(indices):

@@ -1,0 +1,342 @@
+"""Hostile inputs at the decoder level: every file, however broken, ends as exactly one result,
+either frames with checked metadata or a reason a person can act on; nothing hangs.
+
+Fixtures are written here with PyAV (tests/video_io/clipmakers.py); frames spell their own
+index so a test can tell exactly which frames came back."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from video_io import decode as decode_module
+from video_io.crawl import crawl_videos
+from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec, sample_indices
+from video_io.timing import clip_timing
+from video_io.workers import DecodePool
+
+from tests.video_io.clipmakers import (coded_frame, read_code, without_moov, write_audio_only,
+                                       write_clip)
+
+SMALL = DecodeSpec(width=56, height=56)
+
+
+def _refused(path, match, spec=SMALL):
+    with pytest.raises(DecodeError, match=match) as refused:
+        decode_clip(str(path), spec)
+    message = str(refused.value)
+    assert "Traceback" not in message and "/proc/self/fd" not in message and ".cc:" not in message
+    return message
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A 100-frame 64x64 H.264 clip, moov at the end (as PyAV's muxer writes it)."""
+    return write_clip(tmp_path_factory.mktemp("good") / "good.mp4", 100)
+
+
+# -- files that are not videos, or not whole ones ---------------------------------------------
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_zero_bytes(tmp_path, backend):
+    (tmp_path / "z.mp4").write_bytes(b"")
+    _refused(tmp_path / "z.mp4", r"^empty file \(0 bytes\)$", DecodeSpec(backend=backend))
+
+
+def test_text_named_mp4(tmp_path):
+    (tmp_path / "t.mp4").write_text("회의록: 다음 주 촬영 일정\nshot list ...\n" * 20, encoding="utf-8")
+    assert "holds text (starts with '회의록" in _refused(tmp_path / "t.mp4", "not a video")
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_random_bytes(tmp_path, backend):
+    (tmp_path / "r.mp4").write_bytes(np.random.default_rng(3).integers(0, 256, 50_000, np.uint8).tobytes())
+    _refused(tmp_path / "r.mp4", "not a video FFmpeg can read", DecodeSpec(backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.97])
+def test_truncated(tmp_path, good, fraction, backend):
+    data = good.read_bytes()
+    (tmp_path / "cut.mp4").write_bytes(data[: int(len(data) * fraction)])
+    message = _refused(tmp_path / "cut.mp4", "truncated", DecodeSpec(backend=backend))
+    assert "re-copy" in message
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_moov_removed(tmp_path, good, backend):
+    (tmp_path / "nomoov.mp4").write_bytes(without_moov(good.read_bytes()))
+    _refused(tmp_path / "nomoov.mp4", r"no MP4 index \(moov atom missing\)", DecodeSpec(backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_audio_only(tmp_path, backend):
+    write_audio_only(tmp_path / "voice.mp4")
+    message = _refused(tmp_path / "voice.mp4", "^no video stream", DecodeSpec(backend=backend))
+    assert "st_nb" not in message
+
+
+# -- tiny, huge and odd pictures --------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("backend", ["auto", "pyav"])
+def test_one_and_three_frame_clips_repeat_frames_and_say_so(tmp_path, n, backend):
+    write_clip(tmp_path / "short.mp4", n)
+    clip = decode_clip(str(tmp_path / "short.mp4"), DecodeSpec(width=56, height=56, backend=backend))
+    assert clip.frames.shape == (8, 56, 56, 3) and clip.total_frames == n
+    assert [read_code(f) for f in clip.frames] == clip.indices
+    assert sorted(set(clip.indices)) == list(range(n))
+    assert any("frames repeated" in note and f"has {n}" in note for note in clip.notes)
+    assert clip.source_fps == 25.0 and clip.duration == pytest.approx(n / 25, abs=1e-3)
+
+
+def test_a_clip_with_enough_frames_has_no_repeat_note(good):
+    assert not any("repeated" in note for note in decode_clip(str(good), SMALL).notes)
+
+
+@pytest.fixture(scope="module")
+def big_clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("big")
+    return {
+        "tiny": write_clip(folder / "tiny.mp4", 32),
+        "4k_h264": write_clip(folder / "4k_h264.mp4", 32, 3840, 2160, fps=30),
+        "4k_hevc": write_clip(folder / "4k_hevc.mp4", 32, 3840, 2160, codec="libx265", fps=30),
+        "portrait": write_clip(folder / "portrait.mp4", 32, 90, 1600),
+    }
+
+
+# 32 full-size 4K RGB frames are 760 MiB (measured: decoding at source size peaked at 1.7-2.9 GiB);
+# scaled per frame as they are decoded, the decoder process peaked at 170-220 MiB here.
+PEAK_RSS_BOUND_MIB = 400
+
+
+@pytest.mark.parametrize("backend", ["decord", "pyav"])
+@pytest.mark.parametrize("name", ["4k_h264", "4k_hevc", "portrait"])
+def test_large_and_portrait_clips_decode_at_reduced_size_with_bounded_memory(big_clips, name, backend):
+    spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=32), width=56, height=56, backend=backend)
+    with DecodePool(spec, workers=1, timeout_s=300) as pool:  # a fresh decoder: its own peak
+        (result,) = list(pool.imap([str(big_clips[name])]))
+    assert result.ok, result.error
+    clip = result.clip
+    assert clip.frames.shape == (32, 56, 56, 3)
+    assert [read_code(f) for f in clip.frames] == clip.indices == list(range(32))
+    assert result.peak_rss_mib is not None and result.peak_rss_mib < PEAK_RSS_BOUND_MIB, result.peak_rss_mib
+
+
+def test_odd_dimensions(tmp_path):
+    write_clip(tmp_path / "odd.mp4", 10, 63, 65, pix_fmt="yuv444p")  # 4:2:0 cannot have odd sides
+    for spec in (DecodeSpec(), SMALL, DecodeSpec(backend="pyav")):
+        clip = decode_clip(str(tmp_path / "odd.mp4"), spec)
+        assert clip.frames.shape[1:3] == ((65, 63) if spec.width is None else (56, 56))
+        assert [read_code(f) for f in clip.frames] == clip.indices
+
+
+# -- rotation, timing, codecs -----------------------------------------------------------------
+
+RED = (220, 20, 20)
+
+
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+@pytest.mark.parametrize("backend", ["auto", "pyav"])
+def test_rotated_clips_come_out_upright(tmp_path, rotation, backend):
+    """A phone clip: stored sideways, with a display matrix that turns it upright. What a
+    player shows is 48 wide x 64 tall, top half red; the bottom half spells the frame index."""
+    shown_w, shown_h = 48, 64
+    k = rotation // 90
+
+    def stored(i):  # the picture as the camera sensor wrote it: the shown one turned back
+        return np.ascontiguousarray(np.rot90(coded_frame(i, shown_w, shown_h, top=RED), -k))
+
+    sw, sh = (shown_h, shown_w) if k % 2 else (shown_w, shown_h)
+    write_clip(tmp_path / "phone.mp4", 20, sw, sh, rotation=rotation, pix_fmt="yuv444p", frame_fn=stored)
+    for spec in (DecodeSpec(backend=backend), DecodeSpec(width=24, height=40, backend=backend)):
+        clip = decode_clip(str(tmp_path / "phone.mp4"), spec)
+        h, w = clip.frames.shape[1:3]
+        assert (w, h) == ((shown_w, shown_h) if spec.width is None else (24, 40))
+        for frame, index in zip(clip.frames, clip.indices):
+            top = frame[: h // 2 - 2].reshape(-1, 3).mean(axis=0)
+            assert np.abs(top - RED).max() < 30, (rotation, top)
+            assert read_code(frame, top=True) == index
+    assert any(f"rotated {rotation} degrees (display matrix): turned upright" in n for n in clip.notes)
+
+
+def test_forced_decord_refuses_rotated_clips(tmp_path):
+    write_clip(tmp_path / "r.mp4", 5, 64, 48, rotation=180)
+    _refused(tmp_path / "r.mp4", "rotated 180 degrees .* use the auto or pyav backend", DecodeSpec(backend="decord"))
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_variable_frame_rate_is_sampled_uniformly_in_time(tmp_path, backend):
+    # 4 s at 5 fps, then 2 s at 50 fps: index-uniform sampling would spend most picks on the end
+    times = [0.2 * i for i in range(20)] + [4 + 0.02 * i for i in range(100)]
+    write_clip(tmp_path / "vfr.mp4", len(times), times=times)
+    clip = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend))
+    assert [read_code(f) for f in clip.frames] == clip.indices
+    assert clip.indices == sample_indices(np.array(times), 6.0, SamplingSpec())
+    targets = (np.arange(8) + 0.5) * 6.0 / 8
+    picked = np.array(times)[clip.indices]
+    assert np.all(np.abs(picked - targets) <= 0.1 + 1e-9), picked  # within half the local step
+    assert sum(t < 4 for t in picked) == 5  # 4 of 6 seconds, so 5 of 8 picks (not 1 of 8)
+    assert clip.total_frames == 120 and clip.duration == pytest.approx(6.0, abs=0.03)
+    assert abs(clip.source_fps * clip.duration - clip.total_frames) <= 1
+
+
+@pytest.mark.parametrize("codec, ext, backend", [
+    ("libx265", "mp4", "pyav"), ("libvpx-vp9", "webm", "decord"), ("libvpx-vp9", "mp4", "decord"),
+    ("libsvtav1", "mp4", "decord"), ("libsvtav1", "mkv", "decord"), ("mpeg4", "avi", "pyav"),
+])
+def test_codecs_decode_exactly_the_sampled_frames(tmp_path, codec, ext, backend):
+    path = write_clip(tmp_path / f"c.{ext}", 100, codec=codec)
+    spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=12), width=56, height=56)
+    clip = decode_clip(str(path), spec)
+    assert clip.backend == backend
+    assert [read_code(f) for f in clip.frames] == clip.indices
+    assert clip.total_frames == 100 and clip.source_fps == 25.0
+
+
+def test_pyav_fps_is_read_while_the_container_is_open(tmp_path):
+    """Read after the container closed, average_rate of a 30 fps HEVC clip came back as -0.654,
+    79927.958, 19279.707 and 30.0 on four calls (and sometimes SIGSEGV)."""
+    path = write_clip(tmp_path / "h.mp4", 30, 128, 96, codec="libx265", fps=30)
+    fps = {decode_clip(str(path), DecodeSpec(backend="pyav")).source_fps for _ in range(6)}
+    assert fps == {30.0}
+
+
+# -- metadata that must never leave video_io --------------------------------------------------
+
+@pytest.mark.parametrize("container_fps", [-0.654, 79927.958, 19279.707, 0.0, math.nan, math.inf, None])
+def test_garbage_container_fps_is_replaced_from_the_timestamps(container_fps):
+    fps, duration, notes = clip_timing(np.arange(300) / 30.0, container_fps)
+    assert fps == pytest.approx(30.0) and duration == pytest.approx(10.0)
+    assert len(notes) == 1 and "using 30.000 fps" in notes[0]
+
+
+def test_a_container_fps_that_disagrees_with_the_timestamps_loses():
+    fps, duration, notes = clip_timing(np.arange(100) / 25.0, 50.0)
+    assert fps == pytest.approx(25.0) and "says 50 frame rate" in notes[0]
+    assert clip_timing(np.arange(100) / 25.0, 25.0) == (25.0, pytest.approx(4.0), [])
+
+
+def test_timing_that_cannot_be_trusted_is_refused():
+    with pytest.raises(DecodeError, match="no usable frame rate"):
+        clip_timing(np.array([0.0]), math.nan)  # one frame and no rate: no duration either
+    with pytest.raises(DecodeError, match="not finite and increasing"):
+        clip_timing(np.array([0.0, 0.04, 0.04]), 25.0)
+    with pytest.raises(DecodeError, match="no usable frame rate"):
+        clip_timing(np.array([0.0, 1e6]), -1.0)  # one frame per 11 days
+
+
+@pytest.mark.parametrize("change", [
+    {"source_fps": -0.654}, {"source_fps": math.nan}, {"source_fps": 79927.958}, {"duration": 0.0},
+    {"indices": [0, 1, 32]}, {"indices": [-1, 0, 1]}, {"total_frames": 0},
+    {"frames": np.zeros((2, 8, 8, 3), np.uint8)}, {"frames": np.zeros((3, 8, 8, 3), np.float32)},
+])
+def test_a_clip_with_bad_metadata_cannot_be_made(change):
+    fields = dict(path="x.mp4", frames=np.zeros((3, 8, 8, 3), np.uint8), indices=[0, 1, 2],
+                  source_fps=30.0, total_frames=32, duration=32 / 30, backend="pyav")
+    Clip(**fields)
+    with pytest.raises(DecodeError, match="inconsistent clip metadata"):
+        Clip(**(fields | change))
+
+
+# -- the file system: special files, names, links, files that change ---------------------------
+
+def test_a_fifo_named_mp4_is_refused_without_blocking(tmp_path, good):
+    os.mkfifo(tmp_path / "pipe.mp4")
+    shutil.copy(good, tmp_path / "after.mp4")
+    paths = [str(tmp_path / "pipe.mp4"), str(tmp_path / "after.mp4")]
+    with DecodePool(SMALL, workers=1, timeout_s=60) as pool:
+        results = {r.path: r for r in pool.imap(paths)}
+        assert pool.restarts == 0  # refused, not timed out
+    assert results[paths[0]].error == "not a regular file: it is a FIFO (named pipe); only video files are decoded"
+    assert results[paths[1]].ok
+
+
+def test_an_unreadable_file_is_refused(tmp_path, good):
+    """Root reads anything (CAP_DAC_OVERRIDE), so as root the decoder runs in a subprocess
+    whose capability bounding set lacks the two that bypass file permissions."""
+    path = tmp_path / "secret.mp4"
+    shutil.copy(good, path)
+    path.chmod(0)
+    code = ("import sys; from video_io.decode import decode_clip, DecodeError\n"
+            "try: decode_clip(sys.argv[1])\nexcept DecodeError as e: print(e)\n")
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without util-linux setpriv: cannot make a file unreadable")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    run = subprocess.run([*prefix, sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         timeout=120, env=os.environ | {"PYTHONPATH": os.getcwd()})
+    assert run.stdout.strip() == "permission denied: the job's user cannot read this file", run.stderr
+
+
+def test_symlinks_never_loop_and_broken_links_say_so(tmp_path, good):
+    root = tmp_path / "footage"
+    (root / "day1").mkdir(parents=True)
+    outside = tmp_path / "mount"
+    outside.mkdir()
+    shutil.copy(good, root / "day1" / "a.mp4")
+    shutil.copy(good, outside / "b.mp4")
+    (root / "day1" / "up").symlink_to("..")  # a loop
+    (root / "again").symlink_to("day1")  # a second way into the tree
+    (root / "ext").symlink_to(outside)  # a mount linked in: followed
+    (root / "self.mp4").symlink_to("self.mp4")
+    (root / "gone.mp4").symlink_to("nowhere.mp4")
+    keys = [key for key, _ in crawl_videos(root)]
+    assert keys == ["day1/a.mp4", "ext/b.mp4", "gone.mp4", "self.mp4"]
+    _refused(root / "self.mp4", "^symlink loop")
+    _refused(root / "gone.mp4", "^broken symlink: it points to 'nowhere.mp4'")
+
+
+def test_korean_and_non_utf8_names_decode_through_the_pool(tmp_path, good):
+    raw = os.fsencode(str(tmp_path)) + b"/\xbf\xb5\xbb\xf3_euc-kr.mp4"  # '영상' in EUC-KR: not UTF-8
+    shutil.copy(good, raw)
+    shutil.copy(good, tmp_path / "부산 해운대 야경.mp4")
+    found = crawl_videos(tmp_path)
+    assert [key for key, _ in found] == ["부산 해운대 야경.mp4", "\udcbf\udcb5\udcbb\udcf3_euc-kr.mp4"]
+    with DecodePool(SMALL, workers=1, timeout_s=60) as pool:
+        results = list(pool.imap([str(path) for _, path in found]))
+    assert sorted(r.path for r in results) == sorted(str(path) for _, path in found)
+    assert all(r.ok and r.clip.frames.shape == (8, 56, 56, 3) for r in results), [r.error for r in results]
+
+
+def test_files_deleted_or_replaced_after_the_crawl(tmp_path, good):
+    shutil.copy(good, tmp_path / "deleted.mp4")
+    shutil.copy(good, tmp_path / "replaced.mp4")
+    paths = [str(path) for _, path in crawl_videos(tmp_path)]
+    os.remove(tmp_path / "deleted.mp4")
+    (tmp_path / "staging").mkdir()
+    write_clip(tmp_path / "staging" / "replaced.mp4", 40)
+    os.replace(tmp_path / "staging" / "replaced.mp4", tmp_path / "replaced.mp4")
+    with DecodePool(SMALL, workers=1, timeout_s=60) as pool:
+        results = {os.path.basename(r.path): r for r in pool.imap(paths)}
+    assert results["deleted.mp4"].error == "file not found: deleted or moved after the folder was listed"
+    assert results["replaced.mp4"].ok and results["replaced.mp4"].clip.total_frames == 40  # the new file
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten"])
+def test_a_file_that_changes_while_it_is_decoded_is_refused(tmp_path, good, monkeypatch, how):
+    """The file really changes between the decoder's passes (the hook only picks the moment)."""
+    path = tmp_path / "clip.mp4"
+    shutil.copy(good, path)
+    real_pyav = decode_module._pyav
+
+    def change_then_decode(source, spec):
+        if how == "replaced":
+            (tmp_path / "staging").mkdir()
+            write_clip(tmp_path / "staging" / "clip.mp4", 10)
+            os.replace(tmp_path / "staging" / "clip.mp4", path)
+        else:
+            with open(path, "ab") as f:
+                f.write(b"\0" * 100)
+        return real_pyav(source, spec)
+
+    monkeypatch.setattr(decode_module, "_pyav", change_then_decode)
+    _refused(path, "the file changed while it was being decoded", DecodeSpec(backend="pyav"))
