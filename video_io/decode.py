@@ -108,8 +108,18 @@ def _upright(image: np.ndarray, rotation: int) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(image, k=rotation // 90)) if rotation else image
 
 
-def _decord(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.ndarray, float]:
-    """(frames, indices, frame start times, container fps). Only for clips without rotation:
+@dataclass
+class _Decoded:
+    frames: np.ndarray
+    indices: list[int]
+    times: np.ndarray  # start of every frame of the clip, seconds from the first
+    rate: float | None  # the container's frame rate
+    rotation: int = 0  # degrees the frames were turned to be upright
+    notes: list[str] = field(default_factory=list)
+
+
+def _decord(source: Source, spec: DecodeSpec) -> _Decoded:
+    """Frames, indices and timing as decord reads them. Only for clips without rotation:
     decord2 turns rotated clips itself, inconsistently (180 degrees gave 4-channel frames)."""
     import decord
 
@@ -134,7 +144,7 @@ def _decord(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np
         raise
     except Exception as exc:  # decord raises DECORDError / RuntimeError with FFmpeg's message
         raise DecodeError(library_reason(exc, "decord")) from None
-    return frames, indices, times, fps
+    return _Decoded(frames, indices, times, fps)
 
 
 def _span(times: np.ndarray) -> float:
@@ -144,11 +154,13 @@ def _span(times: np.ndarray) -> float:
     return float(times[-1] - times[0] + np.median(np.diff(times)))
 
 
-def _pyav(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.ndarray, float | None, int]:
+def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     """Two passes: packet timestamps (demux only) pick the frames, then decode up to the last
     one, scaling and converting only the frames picked. Frame-accurate for every codec FFmpeg
-    decodes. Every stream property is read while its container is open: read after `with`
-    closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps clip) or crashes."""
+    decodes; packets FFmpeg rejects (damaged data) are skipped, and the clip fails only if a
+    sampled frame is among the lost. Every stream property is read while its container is
+    open: read after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps
+    clip) or crashes."""
     import av
 
     try:
@@ -160,40 +172,51 @@ def _pyav(source: Source, spec: DecodeSpec) -> tuple[np.ndarray, list[int], np.n
             rate = stream.average_rate or stream.guessed_rate
             rate = float(rate) if rate else None
             pts = sorted({p.pts for p in container.demux(stream) if p.pts is not None and p.size})
-        if not pts:
-            raise DecodeError("no video frames (the video stream holds no decodable packets)")
-        if not base or not math.isfinite(base) or base <= 0:
-            raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
-        times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
-        indices = sample_indices(times, _span(times), spec.sampling)
-        wanted = {pts[i] for i in indices}
-        images: dict[int, np.ndarray] = {}
-        with av.open(source.uri) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            rotation = None
-            for frame in container.decode(stream):
-                if rotation is None:
-                    rotation = display_rotation(frame)
-                    size = _coded_size(spec, rotation)
-                if frame.pts in wanted and frame.pts not in images:
-                    if size:  # bicubic, as FFmpeg's scale filter (and so decord) does by default
-                        small = frame.reformat(width=size[0], height=size[1], format="rgb24",
-                                               interpolation="BICUBIC")
-                    else:
-                        small = frame.reformat(format="rgb24")
-                    images[frame.pts] = _upright(small.to_ndarray(), rotation)
-                    if len(images) == len(wanted):
-                        break
     except DecodeError:
         raise
     except Exception as exc:
         raise DecodeError(library_reason(exc, "pyav")) from None
-    missing = sorted(wanted - set(images))
+    if not pts:
+        raise DecodeError("no video frames: the video track's frame index is empty or damaged")
+    if not base or not math.isfinite(base) or base <= 0:
+        raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
+    times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
+    indices = sample_indices(times, _span(times), spec.sampling)
+    wanted = {pts[i] for i in indices}
+    images: dict[int, np.ndarray] = {}
+    rotation, size, rejected = None, None, 0
+    try:
+        with av.open(source.uri) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for packet in container.demux(stream):
+                try:
+                    frames = packet.decode()
+                except av.error.InvalidDataError:
+                    rejected += 1
+                    continue
+                for frame in frames:
+                    if rotation is None:
+                        rotation = display_rotation(frame)
+                        size = _coded_size(spec, rotation)
+                    if frame.pts in wanted and frame.pts not in images:
+                        if size:  # bicubic, as FFmpeg's scale filter (and so decord) does by default
+                            small = frame.reformat(width=size[0], height=size[1], format="rgb24",
+                                                   interpolation="BICUBIC")
+                        else:
+                            small = frame.reformat(format="rgb24")
+                        images[frame.pts] = _upright(small.to_ndarray(), rotation)
+                if len(images) == len(wanted):
+                    break
+    except Exception as exc:
+        raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
+    missing = len(wanted - set(images))
     if missing:
-        raise DecodeError(f"{len(missing)} of the {len(wanted)} sampled frames could not be decoded: "
-                          f"the file is damaged or truncated after {len(images)} of them")
-    return np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation or 0
+        raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
+                          f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
+                          f"the file")
+    notes = [f"{rejected} damaged packets skipped (none of the sampled frames)"] if rejected else []
+    return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation or 0, notes)
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:
@@ -236,32 +259,28 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
     """Route, decode and check the timing of an opened file."""
     backend, note = _route(source, spec)
     notes = [note] if note else []
-    rotation = 0
     if backend == "pyav":
-        frames, indices, times, rate, rotation = _pyav(source, spec)
+        got = _pyav(source, spec)
     else:
         try:
-            frames, indices, times, rate = _decord(source, spec)
+            got = _decord(source, spec)
         except DecodeError as decord_error:
             if spec.backend == "decord":
                 raise
             try:
-                frames, indices, times, rate, rotation = _pyav(source, spec)
+                got = _pyav(source, spec)
                 backend = "pyav"
-            except DecodeError as pyav_error:
-                raise DecodeError(_both(decord_error, pyav_error)) from None
+            except DecodeError as pyav_error:  # PyAV's reason: it says which part is damaged
+                raise DecodeError(f"{pyav_error} (decord failed too)") from None
             notes.append(f"decord failed, decoded with PyAV ({decord_error})")
     source.check_unchanged()
-    if rotation:
-        notes.append(f"rotated {rotation} degrees (display matrix): turned upright")
-    fps, duration, timing_notes = clip_timing(times, rate)
+    notes.extend(got.notes)
+    if got.rotation:
+        notes.append(f"rotated {got.rotation} degrees (display matrix): turned upright")
+    fps, duration, timing_notes = clip_timing(got.times, got.rate)
     notes.extend(timing_notes)
+    indices = list(got.indices)
     if len(set(indices)) < len(indices):
         notes.append(f"{len(set(indices))} distinct frames for the {len(indices)} requested (the clip "
-                     f"has {len(times)}): frames repeated")
-    return Clip(source.path, frames, list(indices), fps, len(times), duration, backend, notes=notes)
-
-
-def _both(decord_error: DecodeError, pyav_error: DecodeError) -> str:
-    a, b = str(decord_error), str(pyav_error)
-    return a if a == b else f"{a}; {b}"
+                     f"has {len(got.times)}): frames repeated")
+    return Clip(source.path, got.frames, indices, fps, len(got.times), duration, backend, notes=notes)

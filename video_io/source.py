@@ -28,7 +28,8 @@ _REASONS = (
     ("error reading", "not a video FFmpeg can read (decord could not open it): the file is damaged "
                       "or not a video"),
 )
-_DECORD_PREFIX = re.compile(r"^\[[0-9:]+\] \S+\.(cc|h):\d+: (Check failed: [^)]*\) )?")
+# decord prefixes FFmpeg's words with its source position and the failed check
+_DECORD_NOISE = re.compile(r"\[[0-9:]+\] \S+\.(cc|h):\d+: |Check failed: .*?\(-?\d+ vs\. -?\d+\) ")
 
 
 class DecodeError(Exception):
@@ -42,7 +43,7 @@ def library_reason(exc: BaseException, library: str) -> str:
     for needle, reason in _REASONS:
         if needle in message.lower():
             return reason
-    message = _DECORD_PREFIX.sub("", message)
+    message = _DECORD_NOISE.sub("", message)
     return f"{library}: {type(exc).__name__}: {message[:300]}"
 
 
