@@ -120,6 +120,21 @@ def mp4_boxes(data: bytes) -> list[tuple[bytes, int, int]]:
     return boxes
 
 
+CONTAINER_BOXES = {b"moov", b"trak", b"mdia", b"minf", b"stbl"}
+
+
+def find_box(data: bytes, path: list[bytes], start: int = 0, end: int | None = None) -> tuple[int, int]:
+    """(offset, size) of the box at `path` (e.g. [b"moov", b"trak", b"mdia", b"minf"])."""
+    end = len(data) if end is None else end
+    offset = start
+    while offset + 8 <= end:
+        size, kind = int.from_bytes(data[offset:offset + 4], "big"), data[offset + 4:offset + 8]
+        if kind == path[0]:
+            return (offset, size) if len(path) == 1 else find_box(data, path[1:], offset + 8, offset + size)
+        offset += size
+    raise ValueError(f"no box {path[0]!r}")
+
+
 def without_moov(data: bytes) -> bytes:
     """The MP4 with its index box (moov) cut out, as a recording stopped before finalising."""
     for kind, offset, size in mp4_boxes(data):

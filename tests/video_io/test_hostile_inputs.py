@@ -22,8 +22,8 @@ from video_io.sampling import SamplingSpec, sample_indices
 from video_io.timing import clip_timing
 from video_io.workers import DecodePool
 
-from tests.video_io.clipmakers import (coded_frame, read_code, without_moov, write_audio_only,
-                                       write_clip)
+from tests.video_io.clipmakers import (coded_frame, find_box, read_code, without_moov,
+                                       write_audio_only, write_clip)
 
 SMALL = DecodeSpec(width=56, height=56)
 
@@ -81,6 +81,51 @@ def test_audio_only(tmp_path, backend):
     write_audio_only(tmp_path / "voice.mp4")
     message = _refused(tmp_path / "voice.mp4", "^no video stream", DecodeSpec(backend=backend))
     assert "st_nb" not in message
+
+
+def _patched(good, tmp_path, path, at, value):
+    data = bytearray(good.read_bytes())
+    offset, _ = find_box(bytes(data), path)
+    data[offset + at:offset + at + len(value)] = value
+    (tmp_path / "damaged.mp4").write_bytes(data)
+    return tmp_path / "damaged.mp4"
+
+
+@pytest.mark.parametrize("backend", ["auto", "pyav"])
+def test_damaged_track_header(tmp_path, good, backend):
+    """The media-info box renamed (found by fuzzing: PyAV then has no codec context)."""
+    path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"minf"], 4, b"axoe")
+    _refused(path, "video track's codec is not recognised", DecodeSpec(backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["auto", "pyav"])
+def test_sample_table_claiming_billions_of_entries(tmp_path, good, backend):
+    path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stts"], 12,
+                    (0xFFFFFFF0).to_bytes(4, "big"))
+    _refused(path, "damaged sample table", DecodeSpec(backend=backend))
+
+
+@pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
+def test_metadata_that_is_not_utf8_does_not_stop_decoding(tmp_path, backend):
+    import av
+
+    path = tmp_path / "tagged.mp4"
+    container = av.open(str(path), "w")
+    container.metadata["title"] = "QQQQQQQQ"
+    stream = container.add_stream("libx264", rate=25)
+    stream.width = stream.height = 64
+    for i in range(10):
+        frame = av.VideoFrame.from_ndarray(coded_frame(i), format="rgb24")
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
+    container.close()
+    data = path.read_bytes()
+    assert data.count(b"QQQQQQQQ") == 1
+    path.write_bytes(data.replace(b"QQQQQQQQ", b"\xff\xfe\xc3Q\xe2\x82QQ"))  # what a bit flip leaves
+    clip = decode_clip(str(path), DecodeSpec(backend=backend))
+    assert [read_code(f) for f in clip.frames] == clip.indices
 
 
 # -- tiny, huge and odd pictures --------------------------------------------------------------
