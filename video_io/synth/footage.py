@@ -42,6 +42,7 @@ CODECS = {"h264": "libx264", "hevc": "libx265"}
 LANDSCAPE = ((1920, 1080), (3840, 2160))
 PORTRAIT = (1080, 1920)
 LONG_GOP = 250
+BITS_PER_PIXEL = {"h264": 0.25, "hevc": 0.15}
 
 
 @dataclass(frozen=True)
@@ -201,11 +202,14 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
     try:
         stream = container.add_stream(CODECS[spec.codec], rate=spec.fps)
         stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
+        # average bitrate as cameras and phones record (VBR around a target): bits per pixel
+        # per frame, so 4K30 H.264 gets ~62 Mbit/s and 1080p30 HEVC ~9 Mbit/s
+        stream.bit_rate = int(BITS_PER_PIXEL[spec.codec] * spec.width * spec.height * spec.fps)
         if spec.codec == "h264":
-            stream.codec_context.options = {"preset": spec.preset, "crf": "20", "g": str(spec.gop),
+            stream.codec_context.options = {"preset": spec.preset, "g": str(spec.gop),
                                             "keyint_min": str(min(spec.gop, spec.fps)), "bf": "3"}
         else:
-            stream.codec_context.options = {"preset": spec.preset, "crf": "24", "x265-params":
+            stream.codec_context.options = {"preset": spec.preset, "x265-params":
                                             f"keyint={spec.gop}:min-keyint={min(spec.gop, spec.fps)}:"
                                             f"bframes=3:log-level=error"}
         if spec.rotation:
