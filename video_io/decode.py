@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from video_io.sampling import SamplingSpec, sample_indices
-from video_io.source import DecodeError, Probe, Source, display_rotation, library_reason, open_source, probe
+from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, display_rotation, library_reason,
+                             open_source, probe)
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
@@ -164,10 +165,12 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     import av
 
     try:
-        with av.open(source.uri) as container:
+        with av.open(source.uri, metadata_errors="replace") as container:
             if not container.streams.video:
                 raise DecodeError("no video stream")
             stream = container.streams.video[0]
+            if stream.codec_context is None:
+                raise DecodeError(UNKNOWN_CODEC)
             base = float(stream.time_base) if stream.time_base else None
             rate = stream.average_rate or stream.guessed_rate
             rate = float(rate) if rate else None
@@ -186,7 +189,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     images: dict[int, np.ndarray] = {}
     rotation, size, rejected = None, None, 0
     try:
-        with av.open(source.uri) as container:
+        with av.open(source.uri, metadata_errors="replace") as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             for packet in container.demux(stream):

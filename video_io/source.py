@@ -25,11 +25,17 @@ _REASONS = (
      "not a video FFmpeg can read (Invalid data found when processing input): the file is "
      "damaged or not a video"),
     ("end of file", "the file ends early (truncated): re-copy it"),
+    ("cannot allocate memory", "damaged file: its index claims more data than memory can hold (a damaged "
+                               "sample table); re-copy or re-export it"),
     ("error reading", "not a video FFmpeg can read (decord could not open it): the file is damaged "
                       "or not a video"),
 )
 # decord prefixes FFmpeg's words with its source position and the failed check
 _DECORD_NOISE = re.compile(r"\[[0-9:]+\] \S+\.(cc|h):\d+: |Check failed: .*?\(-?\d+ vs\. -?\d+\) ")
+
+
+UNKNOWN_CODEC = ("the video track's codec is not recognised: a damaged header or a codec this FFmpeg "
+                 "cannot decode")
 
 
 class DecodeError(Exception):
@@ -222,11 +228,13 @@ def probe(source: Source, rotation: bool) -> Probe:
     import av
 
     try:
-        with av.open(source.uri) as container:
+        with av.open(source.uri, metadata_errors="replace") as container:
             if not container.streams.video:
                 raise DecodeError(_no_video_reason(container))
             stream = container.streams.video[0]
             ctx = stream.codec_context
+            if ctx is None:
+                raise DecodeError(UNKNOWN_CODEC)
             codec, width, height = ctx.name, ctx.width, ctx.height
             turn = 0
             if rotation:

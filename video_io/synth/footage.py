@@ -16,7 +16,8 @@ texture, a slow camera pan and sensor grain, so encoders see real motion and det
 
 Frames are made one at a time in YUV 4:2:0 (never a stack of 4K frames), converted by numpy
 (video_io.synth.dataset.rgb_to_yuv420p) so pixels depend only on the seed; the encoders are
-x264/x265 with fixed settings.
+x264/x265 with fixed settings at camera-like bitrates; --exact makes the files byte-identical
+per seed too (single-threaded encoding).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class FootageSpec:
     rotation: int = 0
     faststart: bool = False  # index (moov) before the data, as web/stock downloads have it
     preset: str = "fast"
+    exact: bool = False  # byte-identical files per seed: single-threaded encoders (slow at 4K)
 
     @property
     def n_frames(self) -> int:
@@ -131,7 +133,7 @@ class _Scene:
         self.w, self.h = (spec.height, spec.width) if spec.rotation in (90, 270) else (spec.width, spec.height)
         self.pan = (int(self.w * 0.08) // 2 * 2, int(self.h * 0.08) // 4 * 4)
         pw, ph = self.w + self.pan[0], self.h + self.pan[1]
-        art = render_background(self.attributes, rng, max(64, pw // 6) // 2 * 2, max(64, ph // 6) // 4 * 4)
+        art = render_background(self.attributes, rng, max(64, pw // 3) // 2 * 2, max(64, ph // 3) // 4 * 4)
         panorama = _resize(art, pw, ph) * (1 + 0.10 * _texture(rng, pw, ph)[..., None])
         self.yuv = rgb_to_yuv420p(np.clip(panorama, 0, 255))
         self.panorama_h = ph
@@ -205,13 +207,17 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
         # average bitrate as cameras and phones record (VBR around a target): bits per pixel
         # per frame, so 4K30 H.264 gets ~62 Mbit/s and 1080p30 HEVC ~9 Mbit/s
         stream.bit_rate = int(BITS_PER_PIXEL[spec.codec] * spec.width * spec.height * spec.fps)
+        # Pictures depend only on the seed; the bitstream also on encoder threading, so `exact`
+        # runs both encoders on one thread (and x264 without mbtree: see dataset.write_mp4).
         if spec.codec == "h264":
             stream.codec_context.options = {"preset": spec.preset, "g": str(spec.gop),
-                                            "keyint_min": str(min(spec.gop, spec.fps)), "bf": "3"}
+                                            "keyint_min": str(min(spec.gop, spec.fps)), "bf": "3",
+                                            **({"threads": "1", "mbtree": "0"} if spec.exact else {})}
         else:
+            exact = ":pools=1:frame-threads=1:lookahead-threads=0" if spec.exact else ""
             stream.codec_context.options = {"preset": spec.preset, "x265-params":
                                             f"keyint={spec.gop}:min-keyint={min(spec.gop, spec.fps)}:"
-                                            f"bframes=3:log-level=error"}
+                                            f"bframes=3:log-level=error{exact}"}
         if spec.rotation:
             stream.set_display_rotation(spec.rotation)
         n = spec.n_frames
@@ -249,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--codec", choices=sorted(CODECS), help="override the drawn codec")
     parser.add_argument("--gop", type=int, help="override the drawn keyframe interval (frames)")
     parser.add_argument("--preset", default="fast", help="x264/x265 preset (slower: smaller files)")
+    parser.add_argument("--exact", action="store_true",
+                        help="byte-identical files per seed (single-threaded encoding; without it "
+                             "the pictures are identical, the bitstreams may differ by threading)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
@@ -262,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.size:
             overrides["width"], overrides["height"] = args.size
         try:
-            spec = replace(spec, preset=args.preset, **overrides)
+            spec = replace(spec, preset=args.preset, exact=args.exact, **overrides)
         except ValueError as exc:
             parser.error(str(exc))
         name = f"footage_{index:05d}_{spec.width}x{spec.height}_{spec.fps}fps_{spec.codec}.mp4"
