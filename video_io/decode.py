@@ -12,6 +12,7 @@ memory. Every Clip that leaves this module has checked metadata (Clip.__post_ini
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass, field
@@ -156,12 +157,10 @@ def _span(times: np.ndarray) -> float:
 
 
 def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
-    """Two passes: packet timestamps (demux only) pick the frames, then decode up to the last
-    one, scaling and converting only the frames picked. Frame-accurate for every codec FFmpeg
-    decodes; packets FFmpeg rejects (damaged data) are skipped, and the clip fails only if a
-    sampled frame is among the lost. Every stream property is read while its container is
-    open: read after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps
-    clip) or crashes."""
+    """Two passes: packet timestamps (demux only) pick the frames, then decode them, scaling and
+    converting only the frames picked. Frame-accurate for every codec FFmpeg decodes: frames
+    are matched by timestamp. Every stream property is read while its container is open: read
+    after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps clip) or crashes."""
     import av
 
     try:
@@ -174,7 +173,12 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
             base = float(stream.time_base) if stream.time_base else None
             rate = stream.average_rate or stream.guessed_rate
             rate = float(rate) if rate else None
-            pts = sorted({p.pts for p in container.demux(stream) if p.pts is not None and p.size})
+            pts, keys = set(), set()
+            for packet in container.demux(stream):
+                if packet.pts is not None and packet.size:
+                    pts.add(packet.pts)
+                    if packet.is_keyframe:
+                        keys.add(packet.pts)
     except DecodeError:
         raise
     except Exception as exc:
@@ -183,15 +187,46 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
         raise DecodeError("no video frames: the video track's frame index is empty or damaged")
     if not base or not math.isfinite(base) or base <= 0:
         raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
+    pts = sorted(pts)
     times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
     indices = sample_indices(times, _span(times), spec.sampling)
-    wanted = {pts[i] for i in indices}
-    images: dict[int, np.ndarray] = {}
-    rotation, size, rejected = None, None, 0
+    wanted = sorted({pts[i] for i in indices})
     try:
-        with av.open(source.uri, metadata_errors="replace") as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
+        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, sorted(keys), seek=True)
+        if len(images) < len(wanted):  # a seek that landed wrong (damaged index, MPEG-TS): go sequential
+            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], seek=False)
+    except Exception as exc:
+        raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
+    missing = len(wanted) - len(images)
+    if missing:
+        raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
+                          f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
+                          f"the file")
+    notes = [f"{rejected} damaged packets skipped (none of the sampled frames)"] if rejected else []
+    return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes)
+
+
+def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int],
+                   seek: bool) -> tuple[dict[int, np.ndarray], int, int]:
+    """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
+
+    With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
+    what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip);
+    otherwise decodes from the start. Packets the decoder rejects (damaged data) are skipped."""
+    import av
+
+    images: dict[int, np.ndarray] = {}
+    rotation, size, rejected, last = None, None, 0, None
+    wanted_set = set(wanted)
+    with av.open(uri, metadata_errors="replace") as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for target in wanted:
+            if target in images or (last is not None and last > target):
+                continue  # already decoded, or passed (damaged): nothing better to find
+            key = keys[bisect.bisect_right(keys, target) - 1] if seek and keys and keys[0] <= target else None
+            if key is not None and (last is None or key > last):
+                container.seek(key, stream=stream, backward=True)
             for packet in container.demux(stream):
                 try:
                     frames = packet.decode()
@@ -199,27 +234,27 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
                     rejected += 1
                     continue
                 for frame in frames:
+                    if frame.pts is None:
+                        continue
+                    last = frame.pts
                     if rotation is None:
                         rotation = display_rotation(frame)
                         size = _coded_size(spec, rotation)
-                    if frame.pts in wanted and frame.pts not in images:
-                        if size:  # bicubic, as FFmpeg's scale filter (and so decord) does by default
-                            small = frame.reformat(width=size[0], height=size[1], format="rgb24",
-                                                   interpolation="BICUBIC")
-                        else:
-                            small = frame.reformat(format="rgb24")
-                        images[frame.pts] = _upright(small.to_ndarray(), rotation)
-                if len(images) == len(wanted):
+                    if frame.pts in wanted_set and frame.pts not in images:
+                        images[frame.pts] = _small_rgb(frame, size, rotation)
+                if last is not None and last >= target:
                     break
-    except Exception as exc:
-        raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
-    missing = len(wanted - set(images))
-    if missing:
-        raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
-                          f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
-                          f"the file")
-    notes = [f"{rejected} damaged packets skipped (none of the sampled frames)"] if rejected else []
-    return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation or 0, notes)
+    return images, rotation or 0, rejected
+
+
+def _small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray:
+    """One decoded frame scaled (bicubic, as FFmpeg's scale filter and so decord do by default)
+    and converted to RGB in one swscale call, turned upright."""
+    if size:
+        frame = frame.reformat(width=size[0], height=size[1], format="rgb24", interpolation="BICUBIC")
+    else:
+        frame = frame.reformat(format="rgb24")
+    return _upright(frame.to_ndarray(), rotation)
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:

@@ -52,17 +52,18 @@ ENCODER_OPTIONS = {
 
 def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str = "libx264",
                fps: int = 25, times: list[float] | None = None, rotation: int = 0,
-               pix_fmt: str = "yuv420p", frame_fn=None) -> Path:
+               pix_fmt: str = "yuv420p", frame_fn=None, options: dict | None = None) -> Path:
     """Encode n frames (frame_fn(i) -> HxWx3 uint8, default coded_frame) to `path`.
 
     `times`: each frame's start in seconds (variable frame rate), written with a 1 ms time base.
-    `rotation`: counter-clockwise degrees in the display matrix, as phones write it."""
+    `rotation`: counter-clockwise degrees in the display matrix, as phones write it.
+    `options`: encoder options over ENCODER_OPTIONS (e.g. a longer GOP)."""
     frame_fn = frame_fn or (lambda i: coded_frame(i, width, height))
     container = av.open(str(path), "w")
     try:
         stream = container.add_stream(codec, rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        stream.codec_context.options = dict(ENCODER_OPTIONS.get(codec, {}))
+        stream.codec_context.options = dict(ENCODER_OPTIONS.get(codec, {})) | (options or {})
         if times is not None:
             stream.codec_context.time_base = Fraction(1, 1000)
         if rotation:

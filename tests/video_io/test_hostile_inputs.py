@@ -390,3 +390,29 @@ def test_a_file_that_changes_while_it_is_decoded_is_refused(tmp_path, good, monk
 
     monkeypatch.setattr(decode_module, "_pyav", change_then_decode)
     _refused(path, "the file changed while it was being decoded", DecodeSpec(backend="pyav"))
+
+
+@pytest.mark.parametrize("codec, ext, gop", [("libx265", "mp4", 25), ("libx265", "mkv", 25),
+                                             ("libx264", "ts", 25), ("libx265", "mp4", 250)])
+def test_pyav_seeks_to_keyframes_and_still_returns_exactly_the_sampled_frames(tmp_path, codec, ext, gop):
+    """PyAV jumps to the keyframe before each sampled frame (a long clip costs a few GOPs, not
+    every frame); MPEG-TS seeks are inexact, which the sequential fallback covers."""
+    from video_io.decode import _decode_wanted
+
+    gop_option = {"libx264": {"g": str(gop)}, "libx265": {"x265-params": f"keyint={gop}:bframes=2:log-level=none"}}
+    path = write_clip(tmp_path / f"long.{ext}", 300, codec=codec, options=gop_option[codec])
+    spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=12), width=56, height=56, backend="pyav")
+    clip = decode_clip(str(path), spec)
+    assert [read_code(f) for f in clip.frames] == clip.indices and clip.total_frames == 300
+    import av
+
+    with av.open(str(path)) as container:
+        packets = [p for p in container.demux(video=0) if p.size]
+        pts = sorted(p.pts for p in packets)
+        keys = sorted(p.pts for p in packets if p.is_keyframe)
+    wanted = [pts[i] for i in clip.indices]
+    seeking, _, _ = _decode_wanted(str(path), spec, wanted, keys, seek=True)
+    sequential, _, _ = _decode_wanted(str(path), spec, wanted, [], seek=False)
+    assert sorted(sequential) == wanted
+    if ext != "ts":
+        assert sorted(seeking) == wanted and all(np.array_equal(seeking[p], sequential[p]) for p in wanted)
