@@ -211,8 +211,9 @@ def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int
     """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
 
     With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
-    what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip);
-    otherwise decodes from the start. Packets the decoder rejects (damaged data) are skipped."""
+    what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
+    skips unwanted non-reference frames; otherwise decodes everything from the start. Packets
+    the decoder rejects (damaged data) are skipped."""
     import av
 
     images: dict[int, np.ndarray] = {}
@@ -228,6 +229,9 @@ def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int
             if key is not None and (last is None or key > last):
                 container.seek(key, stream=stream, backward=True)
             for packet in container.demux(stream):
+                if seek:  # frames nothing refers to are not decoded unless wanted (about half of
+                    # an H.264/HEVC stream with B-frames); the decoder reads this per packet
+                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else "NONREF"
                 try:
                     frames = packet.decode()
                 except av.error.InvalidDataError:
