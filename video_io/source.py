@@ -25,6 +25,9 @@ _REASONS = (
      "not a video FFmpeg can read (Invalid data found when processing input): the file is "
      "damaged or not a video"),
     ("end of file", "the file ends early (truncated): re-copy it"),
+    ("not yet implemented in ffmpeg",
+     "damaged or unsupported file: FFmpeg met a header version it does not implement (usually a "
+     "damaged header); re-copy or re-export it"),
     ("cannot allocate memory", "damaged file: its index claims more data than memory can hold (a damaged "
                                "sample table); re-copy or re-export it"),
     ("error reading", "not a video FFmpeg can read (decord could not open it): the file is damaged "
@@ -45,7 +48,7 @@ class DecodeError(Exception):
 def library_reason(exc: BaseException, library: str) -> str:
     """A reason for a decoder library's exception: a known FFmpeg failure in words, otherwise
     the library's message without decord's source-file prefix."""
-    message = " ".join(str(exc).split())
+    message = re.sub(r"'?/proc/self/fd/\d+'?", "the file", " ".join(str(exc).split()))
     for needle, reason in _REASONS:
         if needle in message.lower():
             return reason

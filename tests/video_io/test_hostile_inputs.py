@@ -100,6 +100,13 @@ def test_sample_table_claiming_billions_of_entries(tmp_path, good, backend):
     _refused(path, "damaged sample table", DecodeSpec(backend=backend))
 
 
+@pytest.mark.parametrize("backend", ["auto", "pyav"])
+def test_a_header_version_ffmpeg_does_not_implement(tmp_path, good, backend):
+    """Found by fuzzing: a damaged media header (mdhd) version gives FFmpeg's PATCHWELCOME."""
+    path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"mdhd"], 8, b"\x07")
+    _refused(path, "damaged or unsupported file: FFmpeg met a header version", DecodeSpec(backend=backend))
+
+
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
 def test_metadata_that_is_not_utf8_does_not_stop_decoding(tmp_path, backend):
     import av
