@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
+from caption.sweep import in_multirun
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 from video_io.decode import BACKENDS, DecodeSpec
@@ -45,6 +46,7 @@ class ModelSettings:
     path: str
     dtype: str
     max_model_len: int
+    trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,12 @@ class JobConfig:
     plan: Plan  # engine, dtype, quantization, engine settings, memory: made before anything loads
     tasks: tuple[str, ...]
     resume: bool
+    overwrite: bool
     retry_errors: bool
+    fail_fast: bool
     limit: int | None
     progress: bool
+    verbose: bool
     model: ModelSettings
     engine: str  # as the plan resolved it: vllm or hf
     engine_options: dict
@@ -85,6 +90,7 @@ class JobConfig:
     decode_workers: int
     decode_timeout_s: float
     ablation: str
+    engine_max_restarts: int  # restarts of an engine that breaks mid-run before the job stops
     adapters: tuple[Adapter, ...] = ()
     include_base: bool = True  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int = 16
@@ -130,7 +136,8 @@ def _model(cfg: DictConfig) -> ModelSettings:
                           "or a hub id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) on a machine with hub access")
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
-                         max_model_len=int(_positive(m.max_model_len, "model.max_model_len")))
+                         max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
+                         trained_on=m.get("trained_on"))
 
 
 def _is_hub_id(path: str) -> bool:
@@ -231,7 +238,9 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
 
 def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engine: str) -> Plan:
     """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory.
-    With plan_only, a combination that cannot run comes back as a refused plan saying why."""
+    With plan_only, and in a sweep (one refused job must not end the others), a combination that
+    cannot run comes back as a refused plan saying why."""
+    soft = bool(cfg.get("plan_only")) or in_multirun()
     gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(_available_ram_gib(), 1)  # weights live in host memory: check them
@@ -243,7 +252,7 @@ def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engin
         plan = make_plan(model, gpu, OmegaConf.to_container(cfg.quant, resolve=True), engine, video,
                          max_new_tokens=sampling.max_new_tokens, device_vram_gib=device)
     except PlanError as exc:
-        if cfg.get("plan_only"):
+        if soft:
             return Plan.refused(model, gpu, engine, str(exc))
         raise ConfigError(str(exc)) from None
     checkpoint = plan.model_path or ""
@@ -308,7 +317,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if spec is not None and plan.engine != "vllm":
         raise ConfigError(f"`spec={spec['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
                           f"({plan.engine_reason}); set spec=none")
-    if not plan.fits and not plan_only:
+    if not plan.fits and not (plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     lora = OmegaConf.to_container(cfg.lora, resolve=True) if "lora" in cfg else {"adapters": []}
     try:
@@ -317,12 +326,13 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
     model = ModelSettings(name=model.name, family=model.family, path=str(plan.model_path or model.path),
-                          dtype=plan.dtype, max_model_len=model.max_model_len)
+                          dtype=plan.dtype, max_model_len=model.max_model_len, trained_on=model.trained_on)
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, plan=plan, tasks=tasks,
-        resume=bool(cfg.resume), retry_errors=bool(cfg.retry_errors),
-        limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress),
+        resume=bool(cfg.resume), overwrite=bool(cfg.overwrite),
+        retry_errors=bool(cfg.retry_errors), fail_fast=bool(cfg.fail_fast),
+        limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, engine=plan.engine,
         engine_options=OmegaConf.to_container(cfg.engine, resolve=True),
         gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
@@ -332,5 +342,6 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
         adapters=tuple(adapters), include_base=bool(lora.get("include_base", False)),
         lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec,
+        engine_max_restarts=int(_positive(cfg.engine.max_restarts, "engine.max_restarts", allow_zero=True)),
         raw=OmegaConf.to_container(cfg, resolve=True),
     )

@@ -1,82 +1,164 @@
-"""The caption job, top to bottom: validate -> find clips -> load engine -> decode, generate,
-record -> summarize.
+"""The caption job, top to bottom: validate -> check the output -> find clips -> load engine ->
+decode, generate, record -> summarize.
 
 Decoding runs in worker processes and feeds the engine as a stream; records are written the
 moment each result arrives, keyed by clip path, so a stopped job resumes without losing or
 repeating a record. A clip that cannot be decoded or generated gets an error record and the
-job goes on.
+job goes on; so does a request the engine could not take, and an engine that breaks is restarted
+(a bounded number of times) with the requests it had not started. However the job ends (done,
+interrupted, engine dead, fail_fast), the records are flushed and the summary says how it ended;
+`caption.outcome.exit_status` turns that into the exit status.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Iterable, Iterator
 
 import numpy as np
 from omegaconf import DictConfig
 
+from caption.admission import PositionLimits, refusal
 from caption.config import JobConfig, load_job_config
 from caption.engines import build_engine
 from caption.engines.base import Request, Result
+from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.prompts import build_prompt, prompt_format
-from caption.records import RecordStore
+from caption.records import RecordStore, check_output, check_summary, keep_existing
 from caption.scoring import score_captions
-from caption.summary import JobTally, peak_rss_gib, print_plan, print_summary, reset_peak_rss, save_summary
+from caption.summary import (JobTally, peak_rss_gib, print_job_start, print_plan, print_summary, reset_peak_rss,
+                             save_summary)
 from caption.sweep import write_result
 from video_io.crawl import crawl_videos
 from video_io.decode import Clip
+from video_io.synth.dataset import is_synth_folder
 from video_io.workers import DecodePool, DecodeResult
 
 
 def run_job(cfg: DictConfig, engine=None) -> dict:
-    """Run the job `cfg` describes; returns the summary. `engine`: an already loaded engine to
-    reuse (it stays open), e.g. across several jobs in one process."""
+    """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
+    `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process."""
     job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
-    if job.plan_only:
+    if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
         return _report_plan(job)
+    # refuse a file that is not ours before anything changes or loads (OutputRefused)
+    check_output(job.output, resume=job.resume, overwrite=job.overwrite)
+    check_summary(job.summary_path, overwrite=job.overwrite)
     reset_peak_rss()
     tally = JobTally()
+    store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite)
+    if job.overwrite:
+        tally.kept = [str(p) for p in (store.kept_as, keep_existing(job.summary_path)) if p is not None]
     videos = crawl_videos(job.input_dir)
-    store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors)
     pending = [(key, path) for key, path in videos if not all(store.done(k) for k in _keys(job, key))]
     todo = pending if job.limit is None else pending[: job.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
+    tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in _keys(job, key))
+    print_job_start(job, len(videos), len(todo), tally.videos_skipped, _scope_notes(job))
 
-    owns_engine = engine is None
-    if owns_engine and todo:
-        engine = build_engine(job, prompt_format(job.model.family).stop)
-    if engine is not None:
-        engine.reset_stats()  # a reused engine reports this job's counters only
-    tally.generation_started = time.perf_counter()
-    tally.start_progress(sum(not store.done(k) for key, _ in todo for k in _keys(job, key)), job.progress)
+    supervisor = _EngineSupervisor(job, engine)
     try:
         if todo:
+            supervisor.start()
+            tally.generation_started = time.perf_counter()
+            tally.start_progress(tally.requests_todo, job.progress)
             paths = {str(path): key for key, path in todo}
+            limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
             with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
-                requests = _requests(pool.imap(paths), paths, job, store, tally)
-                for result in engine.run(requests):
-                    _write(store, tally, _result_record(result, job))
+                requests = _requests(pool.imap(paths), paths, job, store, tally, limits)
+                for result in supervisor.run(requests, tally):
+                    _write(store, tally, _result_record(result, job), job.fail_fast)
+    except JobInterrupted:
+        tally.stopped = "interrupted"
+    except EngineDied as exc:
+        tally.stopped, tally.stop_reason = "engine died", str(exc)
+    except FailFast:
+        tally.stopped = "fail_fast"
     finally:
         tally.close_progress()
-        stats = engine.stats() if engine is not None and todo else {}
-        if owns_engine and engine is not None:
-            engine.close()
+        stats = supervisor.stats()
+        supervisor.close()
         store.close()
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
-    if job.references is not None:
-        summary.update(score_captions(job))
+    if job.references is not None and tally.stopped is None:
+        try:
+            summary.update(score_captions(job))
+        except JobInterrupted:  # the records are all there; only the score is missing
+            summary["stopped"] = tally.stopped = "interrupted"
+    summary["exit_status"] = exit_status(summary)
     save_summary(summary, job.summary_path)
-    print_summary(summary, job.summary_path)
+    print_summary(summary, job.summary_path, full=job.verbose)
     write_result({"plan": job.plan.to_dict(), "summary": summary})
     return summary
+
+
+class _EngineSupervisor:
+    """Owns the engine for one job: loads it, and restarts it when it breaks mid-run (at most
+    `engine.max_restarts` times), handing the new engine the requests the old one had not started.
+    An engine passed in by the caller is used as it is and never restarted or closed."""
+
+    def __init__(self, job: JobConfig, engine=None):
+        self.job, self.engine, self.owned = job, engine, engine is None
+        self.restarts = 0
+
+    def start(self) -> None:
+        if self.engine is None:
+            self.engine = build_engine(self.job, prompt_format(self.job.model.family).stop)
+        self.engine.reset_stats()  # a reused engine reports this job's counters only
+
+    def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
+        stream: Iterator[Request] = iter(requests)
+        while True:
+            try:
+                yield from self.engine.run(stream)
+                return
+            except EngineFailure as failure:
+                tally.engine_failures.append(str(failure))
+                if not self.owned or self.restarts >= self.job.engine_max_restarts:
+                    raise EngineDied(self._died_message(failure)) from None
+                self.restarts += 1
+                tally.engine_restarts = self.restarts
+                self.engine.close()
+                self.engine = build_engine(self.job, prompt_format(self.job.model.family).stop)
+                stream = itertools.chain(failure.unsubmitted, stream)
+
+    def _died_message(self, failure: EngineFailure) -> str:
+        plan, video = self.job.plan, self.job.decode
+        settings = plan.vllm if plan.vllm is not None else plan.hf
+        return (f"the {self.job.engine} engine failed ({failure}) after {self.restarts} restart(s) "
+                f"(engine.max_restarts={self.job.engine_max_restarts}). Plan: model {plan.model}, tier {plan.tier}, "
+                f"{settings}, {video.sampling.num_frames} frames of {video.width}x{video.height}. If it ran out of "
+                "memory, lower gpu.max_num_seqs, video.num_frames or the frame size (video.width/height)")
+
+    def stats(self) -> dict:
+        if self.engine is None:
+            return {}
+        try:
+            return self.engine.stats()
+        except Exception:  # a broken engine may not answer; the job's own counts still stand
+            return {}
+
+    def close(self) -> None:
+        if self.owned and self.engine is not None:
+            self.engine.close()
+        self.engine = None
+
+
+def _scope_notes(job: JobConfig) -> list[str]:
+    """What the user should know before trusting the captions."""
+    if job.model.trained_on == "caption-synth" and not is_synth_folder(job.input_dir):
+        return [f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
+                "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
+    return []
 
 
 def _report_plan(job: JobConfig) -> dict:
     plan = job.plan.to_dict()
     path = write_result({"plan": plan, "summary": None})
     print_plan(plan, path)
-    return {"plan": plan}
+    return {"plan": plan, "exit_status": 0 if job.plan_only else 2}
 
 
 def _keys(job: JobConfig, video: str):
@@ -84,9 +166,11 @@ def _keys(job: JobConfig, video: str):
     return [(video, task, adapter) for adapter in job.variants() for task in job.tasks]
 
 
-def _write(store: RecordStore, tally: JobTally, record: dict) -> None:
+def _write(store: RecordStore, tally: JobTally, record: dict, fail_fast: bool = False) -> None:
     store.write(record)
     tally.count(record)
+    if fail_fast and record["status"] == "error":
+        raise FailFast(record["video"])
 
 
 def _apply_ablation(clip: Clip, ablation: str) -> np.ndarray:
@@ -98,27 +182,38 @@ def _apply_ablation(clip: Clip, ablation: str) -> np.ndarray:
     return clip.frames
 
 
+def _error_records(job: JobConfig, store: RecordStore, tally: JobTally, key: str, error: str, **extra) -> None:
+    for video, task, adapter in _keys(job, key):
+        if not store.done((video, task, adapter)):
+            _write(store, tally, _base_record(job, video, task, adapter) | {"status": "error", "error": error} | extra,
+                   job.fail_fast)
+
+
 def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
-              store: RecordStore, tally: JobTally) -> Iterator[Request]:
-    """One request per (clip, task) for clips that decoded; error records for those that did not."""
+              store: RecordStore, tally: JobTally, limits: PositionLimits) -> Iterator[Request]:
+    """One request per (clip, task) for clips that decoded and that the engine can take; error
+    records for the others."""
+    budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
     for result in decoded:
         key = keys[result.path]
         if not result.ok:
-            for video, task, adapter in _keys(job, key):
-                if not store.done((video, task, adapter)):
-                    _write(store, tally, _base_record(job, video, task, adapter) | {
-                        "status": "error", "error": f"decode: {result.error}",
-                        "decode_s": round(result.seconds, 4)})
+            _error_records(job, store, tally, key, f"decode: {result.error}", decode_s=round(result.seconds, 4))
             continue
         clip = result.clip
         tally.decode_s += clip.decode_seconds
+        metadata = clip.metadata()
+        refused = refusal(len(clip.frames), metadata, limits, budget)
+        if refused is not None:
+            _error_records(job, store, tally, key, f"refused before generation: {refused}",
+                           decode_s=round(clip.decode_seconds, 4), decoder=clip.backend)
+            continue
         frames = _apply_ablation(clip, job.ablation)
         for video, task, adapter in _keys(job, key):
             if store.done((video, task, adapter)):
                 continue
             yield Request(key=video, task=task, adapter=adapter,
                           prompt=build_prompt(job.model.family, task), frames=frames,
-                          video_metadata=clip.metadata(),
+                          video_metadata=metadata,
                           context={"decode_s": clip.decode_seconds, "indices": clip.indices,
                                    "backend": clip.backend, "notes": clip.notes})
 

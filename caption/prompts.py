@@ -32,8 +32,9 @@ class PromptFormat:
     family: str
     build: Callable[[str, str], str]
     stop: tuple[str, ...] = ()
-    # vLLM engine arguments every model of the family needs
-    engine_kwargs: dict = field(default_factory=dict)
+    # passed to the model's HF processor by both engines (vLLM: mm_processor_kwargs), so both, and the
+    # planner's token count (quant/memory.py), see the same frames
+    processor_kwargs: dict = field(default_factory=dict)
 
 
 def _qwen_vl(system: str, instruction: str) -> str:
@@ -47,10 +48,18 @@ def _llava_next_video(system: str, instruction: str) -> str:
     return f"{system} USER: <video>\n{instruction} ASSISTANT:"
 
 
+# transformers 5.19's Qwen video processors ask callers to choose `cap_pixels_per_frame`
+# (transformers/models/qwen2_vl/video_processing_qwen2_vl.py): True bounds a clip's pixels as Qwen's
+# own qwen-vl-utils does and becomes the default in 5.22. Qwen2/2.5-VL take it (quant/memory.py counts
+# the same cap; frames as this project samples them are far below it). Qwen3-VL keeps the uncapped
+# rule the planner counts (its capped rule is another formula, not modelled here): False, said on purpose.
+QWEN2_PROCESSOR = {"cap_pixels_per_frame": True}
+QWEN3_PROCESSOR = {"cap_pixels_per_frame": False}
+
 FAMILIES: dict[str, PromptFormat] = {
-    "qwen2_5_vl": PromptFormat("qwen2_5_vl", _qwen_vl, stop=("<|im_end|>",)),
-    "qwen2_vl": PromptFormat("qwen2_vl", _qwen_vl, stop=("<|im_end|>",)),
-    "qwen3_vl": PromptFormat("qwen3_vl", _qwen_vl, stop=("<|im_end|>",)),
+    "qwen2_5_vl": PromptFormat("qwen2_5_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN2_PROCESSOR),
+    "qwen2_vl": PromptFormat("qwen2_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN2_PROCESSOR),
+    "qwen3_vl": PromptFormat("qwen3_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN3_PROCESSOR),
     "llava_next_video": PromptFormat("llava_next_video", _llava_next_video, stop=("</s>",)),
 }
 

@@ -4,20 +4,75 @@ Records are keyed by the clip's path, never by position, so arrival order does n
 job that is stopped (even by kill -9) resumes where it was: records already written are kept,
 a half-written last line is cut off, and only what has no record yet is run again. A file
 never holds two records for one key: retrying errors first drops their old records.
+
+The job writes only to a file that is absent, empty, or already holds this job's caption
+records. Anything else named as `output=` (a user's settings.json, notes, another tool's JSONL)
+is refused before any model loads, and never changed: not truncated, not appended to. Starting
+afresh over an existing file takes `overwrite=true`, and even then the old file is kept beside
+the new one under a timestamped name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 RecordKey = tuple[str, str, str | None]  # (video, task, adapter)
+STATUSES = ("ok", "error")
+# Every record this module writes starts with these bytes (`video` is the first key), so a cut-off
+# last line can be told from the tail of somebody else's file.
+RECORD_PREFIX = b'{"video": '
+
+
+class OutputRefused(Exception):
+    """`output` (or the summary file) is not the job's to write; the message says what to change."""
 
 
 def record_key(record: dict) -> RecordKey:
     return record["video"], record.get("task", "caption"), record.get("adapter")
+
+
+def is_record(value) -> bool:
+    """A caption record as this module writes them (the other keys are the job's business)."""
+    return (isinstance(value, dict) and isinstance(value.get("video"), str)
+            and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
+
+
+def _dumps(record: dict) -> str:
+    """One JSON line. File names that are not UTF-8 reach us as surrogate escapes (os.fsdecode):
+    those are written \\u-escaped, which json reads back to the same key, so resume still matches."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record, ensure_ascii=True)
+    return line + "\n"
+
+
+def kept_name(path: Path) -> Path:
+    """Where overwrite=true keeps an existing file: `<stem>.<UTC time><suffix>` beside it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    candidate = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+    n = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
+        n += 1
+    return candidate
+
+
+def _first_foreign_line(data: bytes) -> tuple[int, str] | None:
+    """(line number, why) of the first complete line that is not a caption record, else None."""
+    for line_no, line in enumerate(data.split(b"\n")[:-1], 1):
+        try:
+            value = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return line_no, "not JSON"
+        if not is_record(value):
+            return line_no, "not a caption record"
+    return None
 
 
 @dataclass
@@ -26,18 +81,23 @@ class RecordStore:
     ok: set[RecordKey] = field(default_factory=set)
     errors: set[RecordKey] = field(default_factory=set)
     repaired_bytes: int = 0
+    kept_as: Path | None = None  # the earlier file, renamed, when overwrite=true started afresh
     _file: object = None
 
     @classmethod
-    def open(cls, path: Path, resume: bool, retry_errors: bool = False) -> "RecordStore":
-        """Open for appending; with resume, read what is there (without resume, start afresh)."""
+    def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False) -> "RecordStore":
+        """Open for appending. Raises OutputRefused, before anything is changed, for a file that is
+        not ours to write (see the module docstring)."""
         store = cls(Path(path))
-        if resume and store.path.exists():
-            store._load_existing()
-            if retry_errors and store.errors:
-                store._drop_error_records()
-        elif store.path.exists():
-            store.path.unlink()
+        check_output(store.path, resume=resume, overwrite=overwrite)
+        if store.path.exists() and store.path.stat().st_size > 0:
+            if overwrite:
+                store.kept_as = kept_name(store.path)
+                os.replace(store.path, store.kept_as)
+            else:  # resume: check_output made sure every line is ours
+                store._load_existing()
+                if retry_errors and store.errors:
+                    store._drop_error_records()
         store._file = open(store.path, "a", encoding="utf-8")
         return store
 
@@ -48,23 +108,16 @@ class RecordStore:
             self.repaired_bytes = len(data) - end
             with open(self.path, "r+b") as f:
                 f.truncate(end)
-        for line_no, line in enumerate(data[:end].decode("utf-8", errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                key = record_key(record)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{self.path}:{line_no}: not a caption record; move the file away "
-                                 "or run with resume=false to start a new one") from None
-            (self.ok if record.get("status") == "ok" else self.errors).add(key)
+        for line in data[:end].split(b"\n")[:-1]:
+            record = json.loads(line.decode("utf-8"))
+            (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
 
     def _drop_error_records(self) -> None:
         """Rewrite the file without error records (atomically), so their retries replace them."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
             for line in src:
-                if line.strip() and json.loads(line).get("status") == "ok":
+                if json.loads(line)["status"] == "ok":
                     dst.write(line)
             dst.flush()
             os.fsync(dst.fileno())
@@ -75,7 +128,7 @@ class RecordStore:
         return key in self.ok or key in self.errors
 
     def write(self, record: dict) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.write(_dumps(record))
         self._file.flush()
         (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
 
@@ -85,3 +138,52 @@ class RecordStore:
             os.fsync(self._file.fileno())
             self._file.close()
             self._file = None
+
+
+def check_output(path: Path, resume: bool, overwrite: bool) -> None:
+    """Raise OutputRefused unless the job may write `path` under these options; changes nothing."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if not path.is_file():
+        raise OutputRefused(f"`output={path}` is not a regular file; give a JSONL file path such as captions.jsonl")
+    keep = f"or add overwrite=true to start afresh (the file is then kept, renamed to {path.stem}.<time>{path.suffix})"
+    if overwrite:
+        return
+    data = path.read_bytes()
+    foreign = _first_foreign_line(data)
+    end = data.rfind(b"\n") + 1
+    if foreign is None and end < len(data) and not data[end:].startswith(RECORD_PREFIX):
+        foreign = (data.count(b"\n") + 1, "not a caption record")
+    if foreign is not None:
+        line_no, why = foreign
+        raise OutputRefused(f"`output={path}` holds something else (line {line_no}: {why}), and the job never "
+                            f"changes a file that is not its own: choose another output=, {keep}")
+    if not resume:
+        raise OutputRefused(f"`output={path}` already holds caption records and resume=false would start afresh: "
+                            f"set resume=true to continue it, choose another output=, {keep}")
+
+
+def check_summary(path: Path, overwrite: bool) -> None:
+    """The summary file follows the output's rule: absent, empty, or a summary this job wrote."""
+    path = Path(path)
+    if overwrite or not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        ours = {"videos_found", "output"} <= set(json.loads(path.read_text(encoding="utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, OSError):
+        ours = False
+    if not ours:
+        raise OutputRefused(f"`summary_path={path}` holds something else than a caption job summary, and the job "
+                            "never changes a file that is not its own: choose another summary_path= (or output=), "
+                            "or add overwrite=true (the file is then kept under a timestamped name)")
+
+
+def keep_existing(path: Path) -> Path | None:
+    """overwrite=true for a file other than the records (the summary): move it aside, return where."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size > 0:
+        kept = kept_name(path)
+        os.replace(path, kept)
+        return kept
+    return None

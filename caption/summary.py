@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from caption.console import console
 
 
 @dataclass
@@ -22,13 +23,19 @@ class JobTally:
     failures: dict[str, str] = field(default_factory=dict)  # video -> first error
     started: float = field(default_factory=time.perf_counter)
     generation_started: float | None = None
+    requests_todo: int = 0  # (video, task, adapter) records this job set out to write
+    stopped: str | None = None  # None: ran to the end; else interrupted | engine died | fail_fast
+    stop_reason: str | None = None
+    engine_failures: list[str] = field(default_factory=list)
+    engine_restarts: int = 0
+    kept: list[str] = field(default_factory=list)  # earlier files overwrite=true moved aside
     _bar: object = None
 
     def start_progress(self, total: int, enabled: bool) -> None:
         if enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="caption", desc="captioning", file=sys.stderr,
+            self._bar = tqdm(total=total, unit="caption", desc="captioning", file=console.err,
                              dynamic_ncols=True, smoothing=0.1)
 
     def count(self, record: dict) -> None:
@@ -64,15 +71,35 @@ class JobTally:
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
             "output_tokens_per_s": round(self.output_tokens / gen_wall, 1) if gen_wall > 0 else None,
             "decode_s_total": round(self.decode_s, 2),
+            "input_dir": str(job.input_dir),
+            "stopped": self.stopped, "stop_reason": self.stop_reason,
+            "records_left_undone": self.requests_todo - self.requests_ok - self.requests_error,
+            "engine_restarts": self.engine_restarts, "engine_failures": self.engine_failures or None,
+            "previous_files_kept_as": self.kept or None,
             **engine_stats,
             "failures": [{"video": v, "error": e} for v, e in sorted(self.failures.items())],
         }
 
 
-def print_summary(summary: dict, path: Path, out=sys.stdout) -> None:
-    rows = [(k, v) for k, v in summary.items() if k != "failures" and v is not None]
-    width = max(len(k) for k, _ in rows)
+def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> None:
+    """A few lines for the terminal (every figure is in the summary file); `full`: every key."""
+    out = out or console.out
     print("\n== caption job summary ==", file=out)
+    if full:
+        rows = [(k, v) for k, v in summary.items() if k != "failures" and v is not None]
+    else:
+        rate = summary.get("videos_per_s")
+        rows = [("videos", f"{summary['videos_found']} found, {summary['videos_skipped_resume']} already done, "
+                           f"{summary['videos_run']} run, {summary['videos_failed']} failed"),
+                ("captions", f"{summary['captions_ok']} ok, {summary['captions_failed']} failed"),
+                ("speed", f"{rate} videos/s, {summary.get('output_tokens_per_s')} output tokens/s over "
+                          f"{summary['generation_wall_s']} s (engine start {summary.get('engine_load_s', '-')} s)"
+                 if rate else None),
+                ("METEOR", f"{summary['meteor']} over {summary.get('meteor_n')} videos" if "meteor" in summary else None),
+                ("peak memory", f"{summary['peak_rss_gib']} GiB"),
+                ("records", summary["output"])]
+        rows = [(k, v) for k, v in rows if v is not None]
+    width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=out)
     failures = summary["failures"]
@@ -82,7 +109,30 @@ def print_summary(summary: dict, path: Path, out=sys.stdout) -> None:
             print(f"    - {item['video']}: {item['error']}", file=out)
         if len(failures) > 20:
             print(f"    ... and {len(failures) - 20} more in {path}", file=out)
+    if summary.get("stopped"):
+        print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
+              "run the same command again to resume", file=out)
     print(f"  summary saved to {path}", file=out)
+    if console.log_path is not None:
+        print(f"  full log: {console.log_path}", file=out)
+
+
+def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], out=None) -> None:
+    """The plan in a few lines, before anything heavy loads."""
+    out = out or console.out
+    plan, d = job.plan, job.decode
+    frames = d.sampling.num_frames if d.sampling.mode == "uniform" else f"up to {d.sampling.max_frames}"
+    quant = plan.quantization.get("method") or "none"
+    print(f"caption: {found} videos in {job.input_dir} ({todo} to caption, {skipped} already done) -> {job.output}",
+          file=out)
+    print(f"  model   {job.model.name} ({job.model.family}) on {plan.engine}, tier {plan.tier}, {plan.dtype}, "
+          f"quant {quant}", file=out)
+    print(f"  input   {frames} frames of {d.width}x{d.height} ({plan.vision_tokens_per_clip} video tokens), "
+          f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}", file=out)
+    for note in notes:
+        print(f"  note    {note}", file=out)
+    if console.log_path is not None:
+        print(f"  log     {console.log_path}", file=out)
 
 
 def save_summary(summary: dict, path: Path) -> None:
@@ -113,7 +163,8 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def print_plan(plan: dict, path: Path | None, out=sys.stdout) -> None:
+def print_plan(plan: dict, path: Path | None, out=None) -> None:
+    out = out or console.out
     memory = plan["memory_gib"]
     q = plan["quantization"]
     if not q:  # refused before any setting could be worked out

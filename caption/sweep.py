@@ -30,6 +30,17 @@ def run_dir() -> Path | None:
         return None
 
 
+def in_multirun() -> bool:
+    """Whether this job is one of a Hydra multirun (`caption -m ...`)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:
+        return False
+
+
 def write_result(result: dict) -> Path | None:
     folder = run_dir()
     if folder is None:

@@ -167,6 +167,15 @@ def qwen2_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+def qwen2_capped_max_pixels(frames: int, factor: int, temporal: int, min_pixels: int, max_pixels: int,
+                            max_video_tokens: int = 128000) -> int:
+    """A frame's pixel limit under `cap_pixels_per_frame=True` (transformers 5.19,
+    video_processing_qwen2_vl.py `resize`): an even share of 90% of `max_video_tokens` tokens' pixels
+    (the processor's default, 128000), never below 1.05 x the minimum."""
+    total = int(max_video_tokens * factor * factor * 0.9)
+    return max(min(max_pixels, total * temporal // frames), int(min_pixels * 1.05))
+
+
 def qwen3_resize(frames: int, height: int, width: int, factor: int, temporal: int,
                  min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """Qwen3-VL's smart_resize: the pixel limits bound the whole clip (frames x H x W), not one frame."""
@@ -207,8 +216,9 @@ def vision_tokens(family: str, arch: dict, frames: int, width: int, height: int)
             if frames < temporal:
                 raise ValueError(f"Qwen3-VL needs at least {temporal} frames per clip, got {frames}")
             h, w = qwen3_resize(frames, height, width, factor, temporal, min_px, max_px)
-        else:
-            h, w = qwen2_resize(height, width, factor, min_px, max_px)
+        else:  # with the per-frame cap both engines apply (caption/prompts.py, QWEN2_PROCESSOR)
+            h, w = qwen2_resize(height, width, factor, min_px, qwen2_capped_max_pixels(frames, factor, temporal,
+                                                                                        min_px, max_px))
         return math.ceil(frames / temporal) * (h // factor) * (w // factor)
     if family == "llava_next_video":
         pooled = math.ceil(arch["image_size"] // arch["patch_size"] / arch["spatial_pool_stride"])

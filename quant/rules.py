@@ -11,11 +11,14 @@ What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), an
   .get_supported_act_dtypes), so float32 tiers run them in a 16-bit dtype.
 - transformers loads AWQ/GPTQ checkpoints through gptqmodel (+ accelerate; GPTQ also optimum), not in
   this project's dependencies, and runs AWQ in float16 on CUDA.
+- vLLM's CPU build runs 4-bit checkpoints only where its kernel library has the W4A16 GEMM, i.e. on CPUs
+  with AVX-512 (quant/cpu_kernels.py).
 - vLLM has had no vision-attention backend for Turing in Qwen2.5-VL/Qwen3-VL (vllm issue 29743).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from quant.errors import PlanError
@@ -116,10 +119,13 @@ def resolve_engine(requested: str, quant: dict | None, model: dict, tier: Tier) 
         check_combination(model, "vllm", resolve_quant(quant, model, tier, "vllm"), tier)
         return "vllm", "auto: vLLM runs this combination"
     except PlanError as vllm_error:
+        hf_quant = resolve_quant(quant, model, tier, "hf")
         try:
-            check_combination(model, "hf", resolve_quant(quant, model, tier, "hf"), tier)
+            check_combination(model, "hf", hf_quant, tier)
         except PlanError:
             raise vllm_error from None
+        if hf_quant.method in PREQUANTIZED and importlib.util.find_spec("gptqmodel") is None:
+            raise vllm_error from None  # transformers could, with a package that is not here
         return "hf", f"auto: transformers, because vLLM cannot: {vllm_error}"
 
 
@@ -154,6 +160,15 @@ def check_combination(model: dict, engine: str, quant: QuantChoice, tier: Tier) 
         raise PlanError(f"`quant={m}`{how} needs pre-quantized {m.upper()} weights; vLLM and transformers do not "
                         f"quantize to {m.upper()} while loading: use {hint}, set `quant.checkpoint=<dir or hub id>` "
                         f"(llm-compressor makes one), or `engine=hf quant=nf4` to quantize at load")
+    if m in PREQUANTIZED and engine == "vllm" and not tier.is_gpu:
+        from quant import cpu_kernels
+
+        if not cpu_kernels.has_w4a16():
+            library = cpu_kernels.kernel_library()
+            raise PlanError(f"`quant={m}` on engine=vllm gpu={tier.name} needs vLLM's 4-bit CPU kernel "
+                            f"(cpu_gemm_wna16), which this CPU's vLLM build lacks (it loads "
+                            f"{library.name if library else 'no kernel library'}: the CPU has no AVX-512): "
+                            f"use quant=none here, or run the {m.upper()} checkpoint on a CPU with AVX-512 or a GPU")
     if m in PREQUANTIZED and engine == "hf":
         extra = " + optimum" if m == "gptq" else ""
         warnings.append(f"transformers loads {m.upper()} checkpoints through gptqmodel (+ accelerate{extra}), which "

@@ -41,3 +41,15 @@ def compose_config():
             return compose(config_name="config", overrides=overrides)
 
     return _compose
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.w4a16` tests load 4-bit checkpoints on vLLM's CPU build: they run where its kernel
+    library has the W4A16 kernel (AVX-512 CPUs) and are skipped, saying why, where it does not."""
+    from quant.cpu_kernels import describe, has_w4a16
+
+    if any(item.get_closest_marker("w4a16") for item in items) and not has_w4a16():
+        skip = pytest.mark.skip(reason=f"needs vLLM's W4A16 CPU kernel, absent on this CPU ({describe()})")
+        for item in items:
+            if item.get_closest_marker("w4a16"):
+                item.add_marker(skip)

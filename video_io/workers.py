@@ -70,6 +70,9 @@ def _peak_rss_mib() -> float | None:
 
 
 def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
+    # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
+    # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             path = conn.recv()

@@ -10,6 +10,7 @@ import time
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, pull
+from caption.prompts import prompt_format
 
 
 
@@ -67,6 +68,7 @@ class HfEngine:
         self.has_adapters = bool(job.adapters)
         self.batch_size = min(int(job.engine_options.get("batch_size", 8)), plan.get("max_batch_size") or 10**9)
         self.sampling = job.sampling
+        self.processor_kwargs = prompt_format(job.model.family).processor_kwargs
         tok = self.processor.tokenizer
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
         self.load_s = time.perf_counter() - started
@@ -103,7 +105,7 @@ class HfEngine:
         metadata = [VideoMetadata(**{k: v for k, v in r.video_metadata.items() if k != "do_sample_frames"})
                     for r in batch]
         inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
-                                video_metadata=metadata, do_sample_frames=False,
+                                video_metadata=metadata, do_sample_frames=False, **self.processor_kwargs,
                                 padding=True, return_tensors="pt").to(self.device)
         with self.torch.inference_mode(), self._adapter_context(batch[0].adapter):
             out = self.model.generate(**inputs, **self._generate_kwargs())

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, pull
+from caption.outcome import EngineFailure
+from caption.prompts import prompt_format
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
@@ -71,6 +73,9 @@ def engine_args(job) -> dict:
                     max_lora_rank=job.lora_max_rank)
     if job.speculative is not None:
         args["speculative_config"] = dict(job.speculative)
+    processor = prompt_format(job.model.family).processor_kwargs
+    if processor:
+        args["mm_processor_kwargs"] = dict(processor)
     if job.gpu.get("block_size"):
         args["block_size"] = int(job.gpu["block_size"])
     return args
@@ -138,43 +143,66 @@ class VllmEngine:
         leaders: dict[tuple, int] = {}  # (clip, adapter) -> engine step its first request went in at
         waiting: list[Request] = []  # followers, released after the next step
         steps, exhausted = 0, False
-        while True:
-            ready, waiting = waiting, []
-            room = min(self.refill, self.max_inflight - len(inflight)) - len(ready)
-            if not exhausted and room > 0:  # top up, a scheduler batch at a time
-                batch = pull(stream, room)
-                exhausted = len(batch) < room
-                ready += batch
-            for request in ready:
-                group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
-                if leaders.get(group) == steps and inflight:
-                    waiting.append(request)  # its leader has not been through a step yet
+        progressed: set[str] = set()  # in flight and through at least one engine step
+        try:
+            while True:
+                ready, waiting = waiting, []
+                room = min(self.refill, self.max_inflight - len(inflight)) - len(ready)
+                if not exhausted and room > 0:  # top up, a scheduler batch at a time
+                    batch = pull(stream, room)
+                    exhausted = len(batch) < room
+                    ready += batch
+                for request in ready:
+                    group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
+                    if leaders.get(group) == steps and inflight:
+                        waiting.append(request)  # its leader has not been through a step yet
+                        continue
+                    leaders.setdefault(group, steps)
+                    try:
+                        inflight[self._submit(request)] = (request, time.perf_counter())
+                    except Exception as exc:  # e.g. prompt longer than max_model_len
+                        yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
+                if not inflight:
+                    if exhausted and not waiting:
+                        return
                     continue
-                leaders.setdefault(group, steps)
                 try:
-                    inflight[self._submit(request)] = (request, time.perf_counter())
-                except Exception as exc:  # e.g. prompt longer than max_model_len
-                    yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
-            if not inflight:
-                if exhausted and not waiting:
-                    return
-                continue
-            outputs = self.llm.llm_engine.step()
-            steps += 1
-            if len(leaders) > 4 * self.max_inflight:  # forget clips long done
-                leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
-            for output in outputs:
-                if not output.finished or output.request_id not in inflight:
-                    continue
-                request, submitted = inflight.pop(output.request_id)
-                completion = output.outputs[0]
-                metrics = getattr(output, "metrics", None)
-                ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
-                yield Result(request, text=completion.text.strip(),
-                             prompt_tokens=len(output.prompt_token_ids or ()),
-                             output_tokens=len(completion.token_ids),
-                             finish_reason=completion.finish_reason,
-                             generate_s=time.perf_counter() - submitted, ttft_s=ttft or None)
+                    outputs = self.llm.llm_engine.step()
+                except Exception as exc:  # the engine is broken now: its requests in flight are lost
+                    # Requests that already had a step go again on the next engine (they got past
+                    # prefill, where a request's own positions and lengths break a step); the others,
+                    # the culprit among them, get error records.
+                    reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+                    again = [request for rid, (request, _) in inflight.items() if rid in progressed]
+                    for rid, (request, _) in inflight.items():
+                        if rid not in progressed:
+                            yield Result(request, error=f"the engine failed while this request was in flight "
+                                                        f"({reason})")
+                    inflight.clear()
+                    raise EngineFailure(reason, unsubmitted=again + waiting) from exc
+                steps += 1
+                progressed.update(output.request_id for output in outputs)
+                if len(leaders) > 4 * self.max_inflight:  # forget clips long done
+                    leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
+                for output in outputs:
+                    if not output.finished or output.request_id not in inflight:
+                        continue
+                    request, submitted = inflight.pop(output.request_id)
+                    progressed.discard(output.request_id)
+                    completion = output.outputs[0]
+                    metrics = getattr(output, "metrics", None)
+                    ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
+                    yield Result(request, text=completion.text.strip(),
+                                 prompt_tokens=len(output.prompt_token_ids or ()),
+                                 output_tokens=len(completion.token_ids),
+                                 finish_reason=completion.finish_reason,
+                                 generate_s=time.perf_counter() - submitted, ttft_s=ttft or None)
+        finally:  # stopped early (interrupted, fail_fast): leave nothing running in a reused engine
+            if inflight and self.llm is not None:
+                try:
+                    self.llm.llm_engine.abort_request(list(inflight))
+                except Exception:
+                    pass
 
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)

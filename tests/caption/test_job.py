@@ -109,6 +109,43 @@ def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "caption job summary" in proc.stdout
     assert [r["status"] for r in _records(out)] == ["ok", "ok"]
+    # a quiet terminal: the plan, the summary and where the log went; vLLM's and the libraries' lines are
+    # in the log (and the clips are not caption-synth's: no references.jsonl, so the plan warns)
+    terminal = proc.stdout + proc.stderr
+    for noise in ("WARNING", "Warning", "Triton", "LD_PRELOAD", "NUMA", "Loading safetensors"):
+        assert noise not in terminal, noise
+    assert len(proc.stdout.splitlines()) <= 20
+    assert "knows only caption-synth clips" in proc.stdout and "model=qwen2_5_vl_7b model.path=" in proc.stdout
+    log = tmp_path / "run" / "caption.log"
+    assert f"log     {log}" in proc.stdout and f"full log: {log}" in proc.stdout
+    assert "WARNING" in log.read_text() and "Loading safetensors" in log.read_text()
+
+
+def test_verbose_brings_every_line_back_to_the_terminal(tmp_path, synth_dir):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", folder)
+    caption = os.path.join(os.path.dirname(sys.executable), "caption")
+    proc = subprocess.run([caption, f"input_dir={folder}", f"output={tmp_path / 'o.jsonl'}", "verbose=true",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Loading safetensors" in proc.stdout + proc.stderr and "prefix_cache_hit_rate" in proc.stdout
+    assert not (tmp_path / "run" / "caption.log").exists()
+
+
+def test_the_plan_warns_only_when_the_embedded_model_meets_footage_it_does_not_know(compose_config, synth_dir,
+                                                                                     tmp_path):
+    from caption.config import load_job_config
+    from caption.job import _scope_notes
+
+    synthetic = load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'a.jsonl'}"]))
+    assert _scope_notes(synthetic) == []
+    real = tmp_path / "footage"
+    real.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", real / "street.mp4")
+    notes = _scope_notes(load_job_config(compose_config([f"input_dir={real}", f"output={tmp_path / 'b.jsonl'}"])))
+    assert len(notes) == 1 and "vidcap-ko-tiny knows only caption-synth clips" in notes[0]
 
 
 def test_a_bad_config_fails_before_any_model_loads(tmp_path, synth_dir):

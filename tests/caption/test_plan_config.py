@@ -24,6 +24,12 @@ def test_default_plan_is_vllm_float32_on_cpu(compose_config, synth_dir, tmp_path
     ("nf4", "hf", None), ("int8", "hf", None),
 ])
 def test_quantization_picks_engine_and_weights(compose_config, synth_dir, tmp_path, quant, engine, checkpoint):
+    from quant.cpu_kernels import has_w4a16
+
+    if checkpoint and not has_w4a16():  # a CPU without AVX-512: refused before loading, saying what to use
+        with pytest.raises(ConfigError, match=r"cpu_gemm_wna16.*_C_AVX2.*use quant=none"):
+            _job(compose_config, synth_dir, tmp_path, f"quant={quant}")
+        return
     job = _job(compose_config, synth_dir, tmp_path, f"quant={quant}")
     assert job.engine == engine and job.plan.quantization["method"] == quant
     if checkpoint:
@@ -64,3 +70,36 @@ def test_gpu_tiers_plan_the_real_presets(compose_config, tier):
     job = load_job_config(compose_config(["plan_only=true", f"gpu={tier}", "model=qwen2_5_vl_7b_awq"]))
     assert job.engine == "vllm" and job.plan.fits and job.plan.quantization["method"] == "awq"
     assert job.plan.vllm["gpu_memory_utilization"] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("quant", ["gptq", "awq"])
+def test_without_the_w4a16_kernel_4bit_on_vllm_cpu_is_refused_before_loading(compose_config, synth_dir, tmp_path,
+                                                                           monkeypatch, quant):
+    """As on a CPU without AVX-512: vLLM would load _C_AVX2, whose library has no cpu_gemm_wna16."""
+    import torch.cpu
+
+    from quant import cpu_kernels
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda: False)
+    cpu_kernels.has_w4a16.cache_clear()
+    try:
+        assert cpu_kernels.kernel_library().name.startswith("_C_AVX2.")
+        assert not cpu_kernels.has_w4a16()  # read from the real library file
+        for engine in ("vllm", "auto"):
+            with pytest.raises(ConfigError, match=rf"`quant={quant}` on engine=vllm gpu=cpu needs .*cpu_gemm_wna16"):
+                _job(compose_config, synth_dir, tmp_path, f"quant={quant}", f"engine={engine}")
+        assert _job(compose_config, synth_dir, tmp_path, "quant=auto").plan.quantization["method"] == "none"
+    finally:
+        cpu_kernels.has_w4a16.cache_clear()
+
+
+def test_the_kernel_probe_reads_the_library_vllm_loads():
+    import torch.cpu
+
+    from quant import cpu_kernels
+
+    library = cpu_kernels.kernel_library()
+    expected = "_C_AVX2" if not torch.cpu._is_avx512_supported() else (
+        "_C" if torch.cpu._is_avx512_bf16_supported() else "_C_AVX512")
+    assert library.name.split(".")[0] == expected
+    assert cpu_kernels.has_w4a16() == (cpu_kernels.W4A16_OP in library.read_bytes())

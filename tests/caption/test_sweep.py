@@ -13,11 +13,11 @@ import pytest
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 
 
-def _sweep(tmp_path, *overrides, timeout=600):
+def _sweep(tmp_path, *overrides, timeout=600, env=None):
     sweep = tmp_path / "sweep"
     proc = subprocess.run([CAPTION, "-m", *overrides, f"hydra.sweep.dir={sweep}", "progress=false"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
     assert proc.returncode == 0, proc.stderr[-4000:]
     return sweep, proc.stdout
 
@@ -40,6 +40,7 @@ def test_gpu_tier_sweep_plans_every_tier(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.w4a16
 def test_quantization_sweep_really_runs_and_measures(tmp_path, two_clips_with_references):
     sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={two_clips_with_references}")
     rows = list(csv.DictReader(open(sweep / "sweep.csv")))
@@ -49,3 +50,22 @@ def test_quantization_sweep_really_runs_and_measures(tmp_path, two_clips_with_re
         assert 0 <= float(row["meteor"]) <= 1
     for job in range(2):
         assert (sweep / str(job) / "captions.jsonl").read_text().count("\n") == 2
+
+
+@pytest.mark.slow
+def test_quantization_sweep_on_a_cpu_without_avx512_refuses_4bit_and_runs_the_rest(tmp_path,
+                                                                                  two_clips_with_references):
+    """The same sweep as a CPU without AVX-512 runs it (any machine): the GPTQ job becomes a refused row
+    saying why and what to use instead, before loading; the other job runs; the sweep exits 0."""
+    from caption.config import REPO_ROOT
+
+    no_avx512 = REPO_ROOT / "tests" / "support" / "no_avx512"  # see its sitecustomize.py
+    sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={two_clips_with_references}",
+                      env={"PYTHONPATH": os.pathsep.join([str(no_avx512), os.environ.get("PYTHONPATH", "")])})
+    rows = list(csv.DictReader(open(sweep / "sweep.csv")))
+    assert [(r["quant"], r["fits"]) for r in rows] == [("none", "yes"), ("", "no")]
+    assert float(rows[0]["videos_per_s"]) > 0 and 0 <= float(rows[0]["meteor"]) <= 1
+    refused = json.loads((sweep / "1" / "result.json").read_text())["plan"]
+    assert "cpu_gemm_wna16" in refused["reasons"][0] and "_C_AVX2" in refused["reasons"][0]
+    assert "quant=none" in refused["reasons"][0]
+    assert not (sweep / "1" / "captions.jsonl").exists()  # refused before anything loaded or wrote

@@ -111,3 +111,13 @@ def generate_dataset(out_dir: Path, n: int, seed: int, spec: SynthSpec = SynthSp
             refs.write(json.dumps(record, ensure_ascii=False) + "\n")
     partial.replace(refs_path)
     return refs_path
+
+
+def is_synth_folder(folder: Path) -> bool:
+    """Whether `folder` is caption-synth output: its references.jsonl carries the generator's attributes."""
+    try:
+        with open(Path(folder) / REFERENCES_FILE, encoding="utf-8") as refs:
+            first = json.loads(refs.readline())
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and {"scene", "object", "direction"} <= set(first.get("attributes") or {})

@@ -1,0 +1,92 @@
+"""Qwen2.5-VL (Qwen2_5_VLForConditionalGeneration), the embedded model's family.
+
+Numbers not in a preset's `arch:` block are those of the released checkpoints' config.json as
+transformers 5.19 serialises them (Qwen2_5_VLConfig / Qwen2_5_VLVisionConfig defaults): text
+rope_theta 1e6 and mrope_section [16, 24, 24] for head_dim 128; vision 16 heads, window 112,
+full attention every 8th block, 2 tokens per second.
+"""
+
+from __future__ import annotations
+
+from caption.make_model.common import FamilySpec, qwen_chat_template
+
+QWEN_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>",
+               "<|image_pad|>", "<|video_pad|>")
+
+BUILTIN = {
+    # seconds to make and to run: ~3M parameters
+    "tiny": dict(num_layers=2, hidden_size=256, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=512,
+                 vocab_size=None, tie_word_embeddings=False, attention_bias=True, max_position_embeddings=4096,
+                 vision_depth=2, vision_hidden_size=128, vision_num_heads=2, vision_intermediate_size=256,
+                 patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
+                 video_min_pixels=28 * 28, video_max_pixels=112 * 112),
+    # a CPU-sized model (~155M parameters): big enough that matmuls, not overheads, dominate
+    "cpu": dict(num_layers=12, hidden_size=1024, num_heads=16, num_kv_heads=4, head_dim=64,
+                intermediate_size=2816, vocab_size=None, tie_word_embeddings=False, attention_bias=True,
+                max_position_embeddings=32768, vision_depth=4, vision_hidden_size=512, vision_num_heads=8,
+                vision_intermediate_size=1368, patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
+                video_min_pixels=28 * 28, video_max_pixels=224 * 224),
+}
+
+
+# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
+JOB = {"tiny": dict(frames=8, frame_side=56, max_model_len=2048),
+       "cpu": dict(frames=8, frame_side=112, max_model_len=4096)}
+
+def mrope_section(head_dim: int) -> list[int]:
+    """(time, height, width) split of head_dim/2 rotary frequencies, as [16, 24, 24] for 128."""
+    section = [head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16]
+    assert sum(section) == head_dim // 2, f"head_dim {head_dim} does not split into M-RoPE sections"
+    return section
+
+
+def full_attention_blocks(depth: int) -> list[int]:
+    """The released vision tower attends globally in every 8th block ([7, 15, 23, 31] of 32)."""
+    return [i for i in range(depth) if i % 8 == 7] or [depth - 1]
+
+
+def _config(arch: dict, ids: dict):
+    from transformers import Qwen2_5_VLConfig
+
+    if arch["hidden_size"] != arch["num_heads"] * arch["head_dim"]:
+        raise ValueError("Qwen2.5-VL needs hidden_size = num_heads x head_dim")
+    if not arch.get("attention_bias", True):
+        raise ValueError("Qwen2.5-VL's attention always carries q/k/v biases")
+    text = dict(
+        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"], intermediate_size=arch["intermediate_size"],
+        num_hidden_layers=arch["num_layers"], num_attention_heads=arch["num_heads"],
+        num_key_value_heads=arch["num_kv_heads"], max_position_embeddings=arch["max_position_embeddings"],
+        max_window_layers=arch["num_layers"], rms_norm_eps=1e-6, hidden_act="silu",
+        tie_word_embeddings=arch["tie_word_embeddings"], use_sliding_window=False, sliding_window=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
+                         "mrope_section": mrope_section(arch["head_dim"])},
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
+    vision = dict(
+        depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
+        intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
+        patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
+        temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
+        window_size=112, fullatt_block_indexes=full_attention_blocks(arch["vision_depth"]), tokens_per_second=2,
+        hidden_act="silu", in_channels=3)
+    return Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        architectures=["Qwen2_5_VLForConditionalGeneration"])
+
+
+def _processor(tokenizer, arch: dict, chat_template: str):
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
+    common = dict(patch_size=arch["patch_size"], merge_size=arch["spatial_merge_size"],
+                  temporal_patch_size=arch["temporal_patch_size"],
+                  size={"shortest_edge": arch["video_min_pixels"], "longest_edge": arch["video_max_pixels"]})
+    return Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**common),
+                               # the uncapped sizing vLLM 0.32 also counts tokens with (and no warning)
+                               video_processor=Qwen2VLVideoProcessor(**common, cap_pixels_per_frame=False),
+                               tokenizer=tokenizer, chat_template=chat_template)
+
+
+SPEC = FamilySpec(name="qwen2_5_vl", builtin=BUILTIN, special_tokens=QWEN_TOKENS,
+                  eos_tokens=("<|im_end|>", "<|endoftext|>"), chat_template=qwen_chat_template,
+                  config=_config, processor=_processor, job=JOB)

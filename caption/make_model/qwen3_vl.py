@@ -1,0 +1,92 @@
+"""Qwen3-VL (Qwen3VLForConditionalGeneration).
+
+Numbers not in a preset's `arch:` block follow Qwen/Qwen3-VL-8B-Instruct's config.json (the
+source conf/model/qwen3_vl_8b.yaml cites): text rope_theta 5e6, interleaved M-RoPE with
+mrope_section [24, 20, 20] for head_dim 128, rms_norm_eps 1e-6; vision 16 heads, GELU (tanh).
+Its processor writes each frame's timestamp into the prompt (transformers Qwen3VLProcessor).
+"""
+
+from __future__ import annotations
+
+from caption.make_model.common import FamilySpec, qwen_chat_template
+from caption.make_model.qwen2_5_vl import QWEN_TOKENS
+
+BUILTIN = {
+    # seconds to make and to run: ~3M parameters. head_dim 64: vLLM's CPU attention takes 32..512
+    "tiny": dict(num_layers=2, hidden_size=256, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=768,
+                 vocab_size=None, tie_word_embeddings=False, attention_bias=False, qk_norm=True,
+                 max_position_embeddings=4096, vision_depth=2, vision_hidden_size=128, vision_num_heads=2,
+                 vision_intermediate_size=256, num_position_embeddings=256, deepstack_visual_indexes=[0],
+                 patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                 video_min_pixels=4096, video_max_pixels=16 * 128 * 128),
+    # a CPU-sized model (~165M parameters), proportioned like the 8B (MLP 3x hidden, untied head)
+    "cpu": dict(num_layers=12, hidden_size=1024, num_heads=16, num_kv_heads=4, head_dim=64,
+                intermediate_size=3072, vocab_size=None, tie_word_embeddings=False, attention_bias=False,
+                qk_norm=True, max_position_embeddings=32768, vision_depth=4, vision_hidden_size=512,
+                vision_num_heads=8, vision_intermediate_size=1920, num_position_embeddings=2304,
+                deepstack_visual_indexes=[1, 2], patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                video_min_pixels=4096, video_max_pixels=32 * 224 * 224),
+}
+
+
+# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
+JOB = {"tiny": dict(frames=8, frame_side=64, max_model_len=2048),
+       "cpu": dict(frames=8, frame_side=128, max_model_len=4096)}
+
+def mrope_section(head_dim: int) -> list[int]:
+    """head_dim/2 rotary frequencies split 6:5:5 over (time, height, width), as [24, 20, 20] for 128."""
+    half = head_dim // 2
+    section = [half * 3 // 8, half * 5 // 16, half * 5 // 16]
+    section[0] += half - sum(section)
+    return section
+
+
+def _config(arch: dict, ids: dict):
+    from transformers import Qwen3VLConfig
+
+    if not arch.get("qk_norm", True) or arch.get("attention_bias", False):
+        raise ValueError("Qwen3-VL normalises q/k per head and has no attention biases")
+    side = round(arch["num_position_embeddings"] ** 0.5)
+    if side * side != arch["num_position_embeddings"]:
+        raise ValueError("Qwen3-VL's vision num_position_embeddings must be a perfect square")
+    text = dict(
+        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"], intermediate_size=arch["intermediate_size"],
+        num_hidden_layers=arch["num_layers"], num_attention_heads=arch["num_heads"],
+        num_key_value_heads=arch["num_kv_heads"], head_dim=arch["head_dim"],
+        max_position_embeddings=arch["max_position_embeddings"], rms_norm_eps=1e-6, hidden_act="silu",
+        attention_bias=False, tie_word_embeddings=arch["tie_word_embeddings"],
+        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
+                         "mrope_section": mrope_section(arch["head_dim"]), "mrope_interleaved": True},
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
+    vision = dict(
+        depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
+        intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
+        patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
+        temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
+        num_position_embeddings=arch["num_position_embeddings"],
+        deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]), hidden_act="gelu_pytorch_tanh",
+        in_channels=3)
+    return Qwen3VLConfig(
+        text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        architectures=["Qwen3VLForConditionalGeneration"])
+
+
+def _processor(tokenizer, arch: dict, chat_template: str):
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    common = dict(patch_size=arch["patch_size"], merge_size=arch["spatial_merge_size"],
+                  temporal_patch_size=arch["temporal_patch_size"])
+    # video limits are on the whole clip (frames x height x width), see conf/model/qwen3_vl_8b.yaml
+    video_size = {"shortest_edge": arch["video_min_pixels"], "longest_edge": arch["video_max_pixels"]}
+    return Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(**common, image_mean=[0.5] * 3, image_std=[0.5] * 3),
+        video_processor=Qwen3VLVideoProcessor(**common, size=video_size, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                              cap_pixels_per_frame=False),
+        tokenizer=tokenizer, chat_template=chat_template)
+
+
+SPEC = FamilySpec(name="qwen3_vl", builtin=BUILTIN, special_tokens=QWEN_TOKENS,
+                  eos_tokens=("<|im_end|>", "<|endoftext|>"), chat_template=qwen_chat_template,
+                  config=_config, processor=_processor, job=JOB)

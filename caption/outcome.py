@@ -1,0 +1,52 @@
+"""How a job ends: the exit statuses a scheduler reads, and the exceptions that stop a job early.
+
+    0    every (video, task, adapter) of the job ended `ok`
+    1    an unexpected error inside vidcap-ko (a bug: the traceback says where)
+    2    a bad config, or an `output` / summary file the job refuses to write; nothing ran
+    3    the job finished, but some records are errors (or fail_fast stopped it at the first one)
+    4    the inference engine died and could not be restarted; records written so far stay valid
+    130  interrupted (SIGINT / SIGTERM); records written so far stay valid, re-run to resume
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_FAILED_RECORDS = 3
+EXIT_ENGINE_DIED = 4
+EXIT_INTERRUPTED = 130
+
+
+class JobInterrupted(BaseException):
+    """Raised in the main thread by the first SIGINT/SIGTERM (a BaseException, like
+    KeyboardInterrupt, so no library's `except Exception` swallows it)."""
+
+
+class EngineFailure(Exception):
+    """The engine broke while requests were in flight. The engine has already yielded error
+    results for those; `unsubmitted` are requests it had taken from the stream but not started."""
+
+    def __init__(self, message: str, unsubmitted: list | None = None):
+        super().__init__(message)
+        self.unsubmitted = list(unsubmitted or [])
+
+
+class EngineDied(Exception):
+    """The engine failed more often than the job may restart it; the message says why and what to try."""
+
+
+class FailFast(Exception):
+    """fail_fast=true and a record came out as an error."""
+
+
+def exit_status(summary: dict) -> int:
+    """The process exit status for a finished (or stopped) job's summary."""
+    stopped = summary.get("stopped")
+    if stopped == "interrupted":
+        return EXIT_INTERRUPTED
+    if stopped == "engine died":
+        return EXIT_ENGINE_DIED
+    if summary.get("captions_failed") or stopped == "fail_fast":
+        return EXIT_FAILED_RECORDS
+    return EXIT_OK

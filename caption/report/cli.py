@@ -1,0 +1,152 @@
+"""`caption-report RECORDS.jsonl --out report.html`: a review page for a caption job's records.
+
+One self-contained HTML file (opens from disk, makes no request): per clip a strip of the frames
+the model was given, every caption per task and adapter with its status or error, and METEOR per
+caption when references are given; filter by status, sort by score, search captions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from caption.report import thumbs as T
+from caption.report.data import ReportError, load_report_data, resolve_input_dir
+from caption.report.page import DEFAULT_PAGE_SIZE, render_page
+from video_io.synth.dataset import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
+
+PROG = "caption-report"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description="Write one self-contained HTML page (no network) to "
+                                 "review a caption job's records: frames, captions, errors, METEOR.")
+    ap.add_argument("records", type=Path, help="the caption job's JSONL records")
+    ap.add_argument("--out", type=Path, required=True, help="the HTML file to write")
+    ap.add_argument("--references", help=f"references.jsonl for METEOR per caption (default: {REFERENCES_FILE} "
+                                         "in the input folder if there is one; 'none': no scores)")
+    ap.add_argument("--field", default="references", help="the list of references to score on (default: references)")
+    ap.add_argument("--adapter-field", action="append", default=[], metavar="ADAPTER=FIELD",
+                    help="score this adapter's captions on another list (default: references_<adapter> "
+                         "when the references have it)")
+    ap.add_argument("--input-dir", type=Path, help="the folder the records' video paths are relative to "
+                                                   "(default: input_dir in RECORDS.summary.json, else RECORDS' folder)")
+    ap.add_argument("--title", help="page title")
+    ap.add_argument("--max-thumbs", type=int, default=T.DEFAULT_MAX_CLIPS,
+                    help=f"clips that get thumbnails (default {T.DEFAULT_MAX_CLIPS}; -1: all, 0: none): failed "
+                         "captions first, then the lowest METEOR, then path order; the rest get a placeholder")
+    ap.add_argument("--thumb-frames", type=int, default=T.DEFAULT_FRAMES,
+                    help=f"thumbnails per clip, spread over its sampled frames (default {T.DEFAULT_FRAMES})")
+    ap.add_argument("--thumb-size", type=int, default=T.DEFAULT_SIZE,
+                    help=f"thumbnail longest side in px (default {T.DEFAULT_SIZE})")
+    ap.add_argument("--thumb-quality", type=int, default=T.DEFAULT_QUALITY, help="JPEG quality 1-95")
+    ap.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+                    help="decoder processes for thumbnails (0: in this process, no timeout)")
+    ap.add_argument("--timeout-s", type=float, default=T.DEFAULT_TIMEOUT_S, help="deadline per clip's thumbnails")
+    ap.add_argument("--page-size", type=int, default=DEFAULT_PAGE_SIZE, help="clips per page")
+    return ap
+
+
+def _check_args(args) -> None:
+    if args.thumb_frames < 1 or args.thumb_size < 16 or not 1 <= args.thumb_quality <= 95:
+        raise ReportError("--thumb-frames must be >= 1, --thumb-size >= 16 and --thumb-quality 1..95")
+    if args.page_size < 1 or args.timeout_s <= 0 or args.workers < 0:
+        raise ReportError("--page-size must be >= 1, --timeout-s > 0 and --workers >= 0")
+    for item in args.adapter_field:
+        if "=" not in item:
+            raise ReportError(f"--adapter-field {item!r}: expected ADAPTER=FIELD")
+
+
+def thumbnail_priority(clip) -> tuple:
+    """Which clips get thumbnails first when --max-thumbs leaves some out: the ones a reviewer opens
+    first (failed captions, then the lowest METEOR), then path order."""
+    scores = [r["meteor"] for r in clip.records if "meteor" in r]
+    return (clip.status == "ok", min(scores) if scores else float("inf"))
+
+
+def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict]:
+    """{video: {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip."""
+    out, candidates = {}, []
+    for clip in clips:
+        path = input_dir / clip.video
+        if not clip.frame_indices:
+            reason = next((r.get("error") for r in clip.records if r.get("error")), None)
+            out[clip.video] = {"tn": f"not decoded by the job: {reason}" if reason else
+                               "no frame_indices in the records"}
+        elif not path.is_file():
+            out[clip.video] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
+        else:
+            candidates.append(clip)
+    if args.max_thumbs >= 0 and len(candidates) > args.max_thumbs:
+        candidates.sort(key=thumbnail_priority)  # stable: path order among equals
+        for clip in candidates[args.max_thumbs:]:
+            out[clip.video] = {"tn": f"thumbnails left out: {args.max_thumbs} clips get them (--max-thumbs), "
+                                     "failed and lowest-scored first"}
+        candidates = candidates[:args.max_thumbs]
+    jobs = [T.ThumbJob(c.video, str(input_dir / c.video), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
+                       c.decoder or "auto") for c in candidates]
+    started = time.perf_counter()
+    for k, result in enumerate(T.run_thumbnails(jobs, args.thumb_size, args.thumb_quality, args.workers,
+                                                args.timeout_s), 1):
+        if result.error:
+            out[result.video] = {"tn": f"no thumbnails: {result.error}"}
+        else:
+            out[result.video] = {"t": result.jpegs_b64, "ti": list(result.indices)}
+        if log and (k % 200 == 0 or k == len(jobs)):
+            log(f"thumbnails {k}/{len(jobs)} ({time.perf_counter() - started:.1f} s)")
+    return out
+
+
+def build_report(args, log=None) -> dict:
+    """Write the page; returns what the CLI prints."""
+    started = time.perf_counter()
+    input_dir, input_from = resolve_input_dir(args.records, args.input_dir)
+    refs = args.references
+    if refs is None and (input_dir / REFERENCES_FILE).is_file():
+        refs = input_dir / REFERENCES_FILE
+    elif refs is not None and refs.lower() == "none":
+        refs = None
+    adapter_fields = dict(item.split("=", 1) for item in args.adapter_field)
+    data = load_report_data(args.records, Path(refs) if refs else None, args.field, adapter_fields)
+    if not input_dir.is_dir():
+        data.notes.append(f"input folder {input_dir} ({input_from}) does not exist: no thumbnails; "
+                          "give --input-dir")
+    thumbs = collect_thumbnails(data.clips, input_dir, args, log)
+    meta = {"title": args.title, "input_dir": str(input_dir), "input_dir_from": input_from,
+            "references": str(refs) if refs else None,
+            "thumbnail_clips": sum("t" in t for t in thumbs.values())}
+    html = render_page(data, thumbs, meta, args.page_size)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".partial")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, args.out)  # a reader never sees half a page
+    return {"out": str(args.out), "clips": len(data.clips), "records": data.n_records,
+            "clips_with_thumbnails": meta["thumbnail_clips"], "bytes": args.out.stat().st_size,
+            "corpus_meteor": {c["adapter"] or "none": c["meteor"] for c in data.corpus},
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _check_args(args)
+        result = build_report(args, log=lambda m: print(f"{PROG}: {m}", file=sys.stderr))
+    except ReportError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    print(f"{PROG}: wrote {result['out']}: {result['clips']} clips, {result['records']} records, "
+          f"{result['clips_with_thumbnails']} with thumbnails, {result['bytes'] / 1e6:.2f} MB, "
+          f"{result['seconds']:.1f} s")
+    for adapter, score in result["corpus_meteor"].items():
+        print(f"{PROG}: corpus METEOR adapter={adapter}: {score:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""What the review page shows: the job's records grouped per clip, where the clips are, METEOR.
+
+METEOR comes from eval/ (the same matching, tokenization and scorer as `caption-meteor`), so the
+page's corpus score for a variant equals what `caption-meteor --adapter A --task caption` prints.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caption.records import record_key
+
+SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
+SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
+# Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
+# model and engine are the same for a whole job's file: the header lists them once.
+SHOWN_FIELDS = ("task", "adapter", "status", "caption", "error", "finish_reason", "output_tokens",
+                "generate_s", "ablation")
+
+
+class ReportError(Exception):
+    """Bad input; the message is a complete one-line explanation naming the file."""
+
+
+@dataclass
+class ClipEntry:
+    video: str
+    records: list[dict] = field(default_factory=list)  # one per (task, adapter), in file order
+    frame_indices: list[int] | None = None
+    decoder: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return "ok" if all(r.get("status") == "ok" for r in self.records) else "error"
+
+
+@dataclass
+class ReportData:
+    records_path: Path
+    clips: list[ClipEntry]
+    notes: list[str] = field(default_factory=list)  # about the input as a whole (shown in the header)
+    corpus: list[dict] = field(default_factory=list)  # per scored variant: adapter, field, meteor, n
+    n_records: int = 0
+
+
+def read_records(path: Path) -> tuple[list[dict], list[str]]:
+    """The job's records, and notes about lines left out (a half-written last line of a running job)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a directory, expected the caption job's JSONL records") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = text.split("\n")
+    records, notes, seen = [], [], {}
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            key = record_key(record) if isinstance(record, dict) else None
+        except json.JSONDecodeError as exc:
+            if no == len(lines):  # no newline after it: a job still writing (or killed) mid-record
+                notes.append(f"{path}:{no}: half-written last record left out")
+                continue
+            raise ReportError(f"{path}:{no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        except KeyError:
+            key = None
+        if key is None or record.get("status") not in ("ok", "error"):
+            raise ReportError(f"{path}:{no}: not a caption record (needs 'video' and 'status' ok|error)")
+        record["_line"] = no
+        if key in seen:  # caption/records.py never writes this; a hand-merged file might
+            notes.append(f"{path}:{no}: a second record for {key[0]} task={key[1]} adapter={key[2]} "
+                         f"replaces line {records[seen[key]]['_line']}")
+            records[seen[key]] = record
+            continue
+        seen[key] = len(records)
+        records.append(record)
+    if not records:
+        raise ReportError(f"{path}: no caption records")
+    return records, notes
+
+
+def resolve_input_dir(records_path: Path, input_dir: Path | None) -> tuple[Path, str]:
+    """--input-dir, else the job summary's input_dir, else the records file's folder (and why)."""
+    if input_dir is not None:
+        return Path(input_dir), "--input-dir"
+    summary_path = Path(str(records_path) + SUMMARY_SUFFIX)
+    if summary_path.is_file():
+        try:
+            saved = json.loads(summary_path.read_text(encoding="utf-8")).get("input_dir")
+        except (OSError, ValueError, AttributeError):
+            saved = None
+        if saved:
+            return Path(saved), f"input_dir in {summary_path.name}"
+    return Path(records_path).resolve().parent, "the records file's folder"
+
+
+def group_clips(records: list[dict]) -> list[ClipEntry]:
+    """One entry per video, sorted by path; frames come from the first record that has them."""
+    clips: dict[str, ClipEntry] = {}
+    for record in records:
+        clip = clips.setdefault(record["video"], ClipEntry(record["video"]))
+        clip.records.append(record)
+        if clip.frame_indices is None and record.get("frame_indices"):
+            clip.frame_indices = [int(i) for i in record["frame_indices"]]
+            clip.decoder = record.get("decoder")
+        for note in record.get("notes") or []:
+            if note not in clip.notes:
+                clip.notes.append(note)
+    for clip in clips.values():
+        clip.records.sort(key=lambda r: (str(r.get("task")), str(r.get("adapter") or "")))
+    return [clips[v] for v in sorted(clips)]
+
+
+def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references",
+               adapter_fields: dict[str, str] | None = None, tokenizer: str = "kiwi") -> None:
+    """Per-caption METEOR (record['meteor']) and the corpus score of each (adapter, caption task).
+
+    An adapter is scored on `adapter_fields[adapter]`, else on `references_<adapter>` when the
+    references have that list (caption-synth writes `references_detailed` for the `detailed`
+    adapter), else on `field_name`. Error records count as empty captions in the corpus score, as
+    in caption-meteor; they get no per-caption score."""
+    from eval.meteor import Scorer
+    from eval.records import NONE_LABEL, InputError, Prediction, match, read_references
+
+    adapter_fields = dict(adapter_fields or {})
+    scored = [r for r in (r for c in data.clips for r in c.records) if r.get("task", SCORED_TASK) == SCORED_TASK]
+    adapters = sorted({r.get("adapter") for r in scored}, key=lambda a: (a is not None, str(a)))
+    try:
+        first_refs = read_references(refs_path, field_name)
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
+    scorer = Scorer(tokenizer=tokenizer)
+    by_line = {r["_line"]: r for r in scored}
+    for adapter in adapters:
+        label = NONE_LABEL if adapter is None else str(adapter)
+        fname = adapter_fields.get(label) or _default_field(refs_path, label, field_name)
+        try:
+            refs = first_refs if fname == field_name else read_references(refs_path, fname)
+            preds = [Prediction(r["video"], r.get("caption"), r["status"], r.get("error"), r["_line"],
+                                label, r.get("task") or NONE_LABEL) for r in scored if r.get("adapter") == adapter]
+            matched = match(preds, refs, data.records_path, adapter=label,
+                            task=SCORED_TASK if any(p.task == SCORED_TASK for p in preds) else None)
+            hyps = []
+            for ref in refs:
+                p = matched.by_video.get(ref.video)
+                hyps.append(p.caption if p is not None and p.status == "ok" else "")
+            hyp_toks, ref_toks = scorer.tokenize(hyps, [ref.references for ref in refs])
+        except InputError as exc:
+            data.notes.append(f"METEOR for adapter={label} not computed: {exc}")
+            continue
+        except (RuntimeError, ImportError, OSError) as exc:
+            raise ReportError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
+        result = scorer.corpus(hyp_toks, ref_toks)
+        for ref, segment in zip(refs, result.segments):
+            p = matched.by_video.get(ref.video)
+            if p is not None and p.status == "ok":
+                by_line[p.line]["meteor"] = round(segment.score, 4)
+                by_line[p.line]["best_reference"] = ref.references[segment.best_ref]
+        data.corpus.append({"adapter": adapter, "field": fname, "meteor": round(result.score, 4),
+                            "n": len(refs), "missing": sum(ref.video not in matched.by_video for ref in refs),
+                            "extra": len(matched.extra)})
+
+
+def _default_field(refs_path: Path, adapter: str, base_field: str) -> str:
+    from eval.records import NONE_LABEL
+
+    if adapter == NONE_LABEL:
+        return base_field
+    candidate = f"references_{adapter}"
+    with open(refs_path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    return candidate if candidate in json.loads(line) else base_field
+                except ValueError:
+                    return base_field  # read_references reports the bad line
+    return base_field
+
+
+def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str = "references",
+                     adapter_fields: dict[str, str] | None = None) -> ReportData:
+    records, notes = read_records(records_path)
+    data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records))
+    if refs_path is not None:
+        add_meteor(data, Path(refs_path), field_name, adapter_fields)
+    return data
+
+
+def shown_record(record: dict) -> dict:
+    """What the page needs of one record (a 10,000-clip page stays small)."""
+    out = {k: record[k] for k in SHOWN_FIELDS if record.get(k) is not None}
+    for k in ("meteor", "best_reference"):
+        if k in record:
+            out[k] = record[k]
+    return out

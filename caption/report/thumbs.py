@@ -1,0 +1,91 @@
+"""Thumbnails for the review page, made in worker processes with a deadline per clip.
+
+A native decoder can hang or crash (see video_io/workers.py): here that costs the clip its
+thumbnails (it gets a placeholder and the reason), never the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import multiprocessing as mp
+from dataclasses import dataclass
+from typing import Iterator
+
+DEFAULT_MAX_CLIPS = 1000  # clips that get thumbnails; the rest get a placeholder (see cli.py --max-thumbs)
+DEFAULT_FRAMES = 8  # thumbnails per clip, spread over its sampled frames (the job samples 8 by default)
+DEFAULT_SIZE = 96  # longest side, px
+DEFAULT_QUALITY = 70  # JPEG quality: ~1.5-3 KB per 96-px frame
+DEFAULT_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ThumbJob:
+    video: str
+    path: str
+    indices: tuple[int, ...]
+    backend: str
+
+
+@dataclass
+class ThumbResult:
+    video: str
+    indices: tuple[int, ...]
+    jpegs_b64: list[str] | None
+    error: str | None
+
+
+def pick_frames(indices: list[int], n: int) -> list[int]:
+    """n of the sampled frames, evenly spread, first and last included."""
+    if n >= len(indices):
+        return list(indices)
+    if n == 1:
+        return [indices[len(indices) // 2]]
+    return [indices[round(k * (len(indices) - 1) / (n - 1))] for k in range(n)]
+
+
+def make_thumbnails(job: ThumbJob, max_side: int, quality: int) -> ThumbResult:
+    """Module-level so that spawned workers can run it."""
+    from video_io.decode import DecodeError
+    from video_io.thumbnails import jpeg_thumbnails
+
+    backend = job.backend if job.backend in ("decord", "pyav") else "auto"
+    try:
+        jpegs = jpeg_thumbnails(job.path, list(job.indices), max_side, quality, backend)
+    except DecodeError as exc:
+        return ThumbResult(job.video, job.indices, None, str(exc))
+    except Exception as exc:  # an unexpected library error: still one clip, not the report
+        return ThumbResult(job.video, job.indices, None, f"unexpected decoder error: {type(exc).__name__}: {exc}")
+    return ThumbResult(job.video, job.indices, [base64.b64encode(j).decode("ascii") for j in jpegs], None)
+
+
+def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: int = DEFAULT_QUALITY,
+                   workers: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S,
+                   fn=make_thumbnails) -> Iterator[ThumbResult]:
+    """One result per job, each naming its video. workers=0 runs in this process (no deadline).
+    `fn` (make_thumbnails' signature, module-level) lets tests inject decoders that hang or crash.
+
+    A clip still unfinished `timeout_s` after the report started waiting for it is given up on; its
+    pool is killed and the clips not done yet go on in a fresh one."""
+    if workers <= 0:
+        for job in jobs:
+            yield fn(job, max_side, quality)
+        return
+    ctx = mp.get_context("spawn")  # as the caption job's decoders: no forked native-library state
+    pending = list(jobs)
+    while pending:
+        todo, pending = pending, []
+        with ctx.Pool(min(workers, len(todo))) as pool:
+            futures = [pool.apply_async(fn, (job, max_side, quality)) for job in todo]
+            for k, (job, future) in enumerate(zip(todo, futures)):
+                try:
+                    yield future.get(timeout=timeout_s)
+                except mp.TimeoutError:
+                    yield ThumbResult(job.video, job.indices, None,
+                                      f"no thumbnails after {timeout_s:g}s (decoder hung or died; killed)")
+                    for later, fut in zip(todo[k + 1:], futures[k + 1:]):
+                        if fut.ready():
+                            yield fut.get()
+                        else:
+                            pending.append(later)
+                    pool.terminate()
+                    break

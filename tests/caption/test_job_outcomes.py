@@ -1,0 +1,230 @@
+"""How a job ends, as a scheduler and a user see it: exit statuses, refused outputs, interruption
+at any moment (SIGINT, SIGTERM, kill -9), fail_fast, and an engine that breaks mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from caption.outcome import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE, EngineDied
+
+pytestmark = pytest.mark.slow
+CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _start(tmp_path, *overrides, run="run"):
+    return subprocess.Popen([CAPTION, *overrides, f"hydra.run.dir={tmp_path / run}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+
+
+def _run(tmp_path, *overrides, timeout=300):
+    proc = _start(tmp_path, *overrides)
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def many_clips(tmp_path_factory):
+    """90 synthetic clips: with 3 tasks, long enough a run to be stopped in the middle."""
+    from video_io.synth.dataset import SynthSpec, generate_dataset
+
+    folder = tmp_path_factory.mktemp("many")
+    generate_dataset(folder, n=90, seed=21, spec=SynthSpec())
+    (folder / "references.jsonl").unlink()  # no scoring: these tests are about records
+    return folder
+
+
+def _wait_for_records(path, n, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no {n} records in {path} within {timeout}s (exit {proc.poll()})")
+
+
+def _one_record_per_key(path, expected):
+    keys = Counter((r["video"], r["task"], r["adapter"]) for r in _records(path))
+    assert len(keys) == expected and max(keys.values()) == 1, keys.most_common(3)
+
+
+def test_failed_clips_give_a_distinct_exit_status(tmp_path, synth_dir):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", folder)
+    (folder / "broken.mp4").write_bytes(b"not a video at all")
+    code, out, err = _run(tmp_path, f"input_dir={folder}", f"output={tmp_path / 'o.jsonl'}", "progress=false")
+    assert code == EXIT_FAILED_RECORDS, err[-2000:]
+    assert "1 video(s) failed" in out and "broken.mp4" in out and "Traceback" not in err
+    assert json.loads((tmp_path / "o.jsonl.summary.json").read_text())["exit_status"] == EXIT_FAILED_RECORDS
+
+
+def test_a_users_file_as_output_is_refused_in_one_line_and_kept(tmp_path, synth_dir):
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(b'{"threshold": 0.5}')
+    code, out, err = _run(tmp_path, f"input_dir={synth_dir}", f"output={settings}")
+    assert code == EXIT_USAGE
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("caption: refused: `output=") and "overwrite=true" in lines[0]
+    assert settings.read_bytes() == b'{"threshold": 0.5}' and "summary" not in out
+
+
+def test_fail_fast_stops_at_the_first_failed_clip(compose_config, tmp_path, synth_dir, vllm_engine):
+    from caption.job import run_job
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    (folder / "a_broken.mp4").write_bytes(b"\x00" * 64)
+    for i in range(4):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    out = tmp_path / "o.jsonl"
+    summary = run_job(compose_config([f"input_dir={folder}", f"output={out}", "progress=false", "fail_fast=true",
+                                      "video.workers=0", "references=null"]), engine=vllm_engine)
+    assert summary["stopped"] == "fail_fast" and summary["exit_status"] == EXIT_FAILED_RECORDS
+    assert [r["video"] for r in _records(out)] == ["a_broken.mp4"] and summary["records_left_undone"] == 4
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_the_middle_keeps_every_record_and_a_rerun_finishes(tmp_path, many_clips, signum):
+    out = tmp_path / "o.jsonl"
+    args = (f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]", "progress=false")
+    proc = _start(tmp_path, *args)
+    _wait_for_records(out, 1, proc)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in stderr, stderr[-3000:]
+    assert "stopped early (interrupted)" in stdout and "left undone" in stdout
+    written = _records(out)  # every line a whole record
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["stopped"] == "interrupted" and summary["records_left_undone"] == 270 - len(written) > 0
+    code, _, err = _run(tmp_path, *args)
+    assert code == 0, err[-2000:]
+    _one_record_per_key(out, 270)
+
+
+@pytest.mark.parametrize("delay_s", [0.3, 1.5, 4.0])  # imports, composing the config, loading the engine
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, synth_dir, delay_s):
+    proc = _start(tmp_path, f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "progress=false")
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in stderr, stderr[-3000:]
+    assert "caption: interrupted" in stderr or "stopped early (interrupted)" in stdout
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path, many_clips):
+    out = tmp_path / "o.jsonl"
+    proc = _start(tmp_path, f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]")
+    _wait_for_records(out, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)  # two signals at once reach Python's handler as one; a clean stop takes longer than this
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_INTERRUPTED and "interrupted again, exiting now" in stderr
+    _records(out)  # what was written is whole lines
+
+
+def test_kill_9_at_random_moments_then_a_rerun_equals_an_uninterrupted_run(tmp_path, many_clips, compose_config,
+                                                                          vllm_engine):
+    from caption.job import run_job
+
+    tasks = "tasks=[caption,keywords,motion]"
+    reference = tmp_path / "reference.jsonl"
+    run_job(compose_config([f"input_dir={many_clips}", f"output={reference}", tasks, "progress=false"]),
+            engine=vllm_engine)
+    out = tmp_path / "o.jsonl"
+    args = (f"input_dir={many_clips}", f"output={out}", tasks, "progress=false")
+    rng = random.Random(5)
+    for trial in range(3):
+        proc = _start(tmp_path, *args, run=f"run{trial}")
+        _wait_for_records(out, 1, proc) if trial else None  # the first kill lands during start-up
+        time.sleep(rng.uniform(0.0, 1.0) if trial else rng.uniform(1.0, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    code, _, err = _run(tmp_path, *args)
+    assert code == 0, err[-2000:]
+    _one_record_per_key(out, 270)
+    captions = {(r["video"], r["task"]): r["caption"] for r in _records(out)}
+    assert captions == {(r["video"], r["task"]): r["caption"] for r in _records(reference)}
+
+
+def _requests(job, clip, fps_values):
+    from caption.engines.base import Request
+    from caption.prompts import build_prompt
+
+    requests = []
+    for i, fps in enumerate(fps_values):
+        metadata = clip.metadata() | {"fps": fps}
+        requests.append(Request(key=f"clip{i}", task="caption", adapter=None, frames=clip.frames,
+                                prompt=build_prompt(job.model.family), video_metadata=metadata))
+    return requests
+
+
+def test_an_engine_that_breaks_is_restarted_and_the_job_goes_on(job_config, synth_dir):
+    """A request the engine cannot take (fps 0.001 puts M-RoPE positions past vLLM's table: IndexError in an
+    engine step) is sent straight to the real engine, bypassing the job's admission check: the requests in
+    flight get error records, a new engine takes the ones not yet started, and later requests succeed."""
+    from caption.job import _EngineSupervisor
+    from caption.summary import JobTally
+    from video_io.decode import decode_clip
+
+    job = job_config(["engine=vllm", "engine.max_restarts=1", "engine.max_inflight=2"])
+    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), job.decode)
+    requests = _requests(job, clip, [8.0, 8.0, 0.001, 8.0, 8.0, 8.0, 8.0])
+    supervisor, tally = _EngineSupervisor(job), JobTally()
+    supervisor.start()
+    try:
+        results = {r.request.key: r for r in supervisor.run(requests, tally)}
+    finally:
+        supervisor.close()
+    assert sorted(results) == [f"clip{i}" for i in range(7)]  # every request answered, none twice
+    failed = sorted(k for k, r in results.items() if r.error)
+    assert "clip2" in failed and all("engine failed" in results[k].error for k in failed)
+    assert set(failed) <= {"clip2", "clip3"}  # in flight with it (max_inflight=2); clip0/1 were done by then
+    assert all(results[k].error is None and results[k].text for k in ("clip0", "clip1", "clip4", "clip5", "clip6"))
+    assert supervisor.restarts == 1 and tally.engine_restarts == 1 and "IndexError" in tally.engine_failures[0]
+
+
+def test_an_engine_that_keeps_breaking_stops_the_job_with_the_plan_and_a_hint(job_config, synth_dir):
+    from caption.job import _EngineSupervisor
+    from caption.summary import JobTally
+    from video_io.decode import decode_clip
+
+    job = job_config(["engine=vllm", "engine.max_restarts=0"])
+    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), job.decode)
+    supervisor = _EngineSupervisor(job)
+    supervisor.start()
+    try:
+        with pytest.raises(EngineDied, match=r"IndexError.*Plan: model vidcap-ko-tiny.*lower gpu.max_num_seqs"):
+            list(supervisor.run(_requests(job, clip, [0.001]), JobTally()))
+    finally:
+        supervisor.close()
+
+
+def test_admission_refuses_what_would_break_the_engine():
+    from caption.admission import PositionLimits, refusal
+
+    limits = PositionLimits(max_positions=1024, temporal_patch_size=2, tokens_per_second=2, fps_scaled=True)
+    good = {"fps": 30.0, "duration": 10.0, "total_num_frames": 300, "frames_indices": list(range(0, 300, 38))}
+    assert refusal(8, good, limits, prompt_budget=100) is None
+    for change, expected in [({"fps": 0.001}, "beyond the model's 1024 positions"), ({"fps": -0.654}, "fps"),
+                             ({"fps": float("nan")}, "fps"), ({"duration": 0.0}, "duration"),
+                             ({"frames_indices": [0, 400, 1, 2, 3, 4, 5, 6]}, "outside the clip"),
+                             ({"frames_indices": [0, 1]}, "2 frame indices for 8 frames")]:
+        assert expected in refusal(8, good | change, limits, prompt_budget=100)
+    slow = PositionLimits(max_positions=1024, fps_scaled=False)  # families whose positions ignore fps
+    assert refusal(8, good | {"fps": 0.001}, slow, prompt_budget=100) is None

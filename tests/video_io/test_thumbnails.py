@@ -1,0 +1,63 @@
+"""Thumbnails show exactly the frames the job sampled, with either decoder; bad files raise DecodeError."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from video_io.decode import DecodeError, DecodeSpec, decode_clip
+from video_io.thumbnails import jpeg_thumbnails, read_frames, thumbnail_size
+
+
+def test_frames_are_the_ones_decode_clip_sampled(synth_dir):
+    path = str(synth_dir / "clip_00002.mp4")
+    clip = decode_clip(path, DecodeSpec(width=64, height=64, backend="decord"))
+    frames = read_frames(path, clip.indices, max_side=64, backend="decord")
+    assert frames.shape == clip.frames.shape == (8, 64, 64, 3)
+    assert np.array_equal(frames, clip.frames)
+    # and in the order asked: reversed indices give the reversed frames (the object moves)
+    assert np.array_equal(read_frames(path, clip.indices[::-1], 64, "decord"), clip.frames[::-1])
+    assert not np.array_equal(frames[0], frames[-1])
+    # PyAV counts frames the same way (its scaler rounds a little differently from decord's).
+    # Not compared with decode_clip(backend="pyav"): that path reads stream properties after
+    # closing the container and crashed this process once in five runs (PLATFORM_NOTES.md).
+    by_pyav = read_frames(path, clip.indices, 64, "pyav").astype(int)
+    assert np.abs(by_pyav - clip.frames).mean() < 2
+    others = [np.abs(by_pyav[k] - clip.frames[k + 1]).mean() for k in range(7)]
+    assert min(others) > 2 * np.abs(by_pyav - clip.frames).mean()  # a neighbouring frame differs more
+
+
+def test_jpegs_decode_to_the_frames(synth_dir):
+    path = str(synth_dir / "clip_00000.mp4")
+    jpegs = jpeg_thumbnails(path, [3, 30], max_side=96, quality=90)
+    frames = read_frames(path, [3, 30], max_side=96)
+    for data, frame in zip(jpegs, frames):
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+        assert image.shape == frame.shape == (96, 96, 3)
+        assert np.abs(image.astype(int) - frame).mean() < 4
+
+
+def test_sizes_keep_the_aspect_ratio():
+    assert thumbnail_size(1920, 1080, 96) == (96, 54)
+    assert thumbnail_size(1080, 1920, 96) == (54, 96)
+    assert thumbnail_size(64, 48, 96) == (64, 48)  # never upscaled
+
+
+def test_bad_input_says_what_is_wrong(synth_dir, tmp_path):
+    path = str(synth_dir / "clip_00000.mp4")
+    with pytest.raises(DecodeError, match="frame index 500 is outside the clip's 32 frames"):
+        read_frames(path, [1, 500])
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with pytest.raises(DecodeError, match="empty file"):
+        read_frames(str(tmp_path / "empty.mp4"), [0])
+    (tmp_path / "text.mp4").write_text("not a video")
+    with pytest.raises(DecodeError, match="not a readable video"):
+        read_frames(str(tmp_path / "text.mp4"), [0])
+    with pytest.raises(DecodeError, match="not a file"):
+        read_frames(str(tmp_path / "missing.mp4"), [0])
+    (tmp_path / "cut.mp4").write_bytes((synth_dir / "clip_00001.mp4").read_bytes()[:3000])
+    with pytest.raises(DecodeError):
+        read_frames(str(tmp_path / "cut.mp4"), [2, 30])
