@@ -105,7 +105,7 @@ def _coded_size(spec: DecodeSpec, rotation: int) -> tuple[int, int] | None:
     return (spec.height, spec.width) if rotation in (90, 270) else (spec.width, spec.height)
 
 
-def _upright(image: np.ndarray, rotation: int) -> np.ndarray:
+def turn_upright(image: np.ndarray, rotation: int) -> np.ndarray:
     """Turn a decoded frame counter-clockwise by `rotation` degrees, as a player does."""
     return np.ascontiguousarray(np.rot90(image, k=rotation // 90)) if rotation else image
 
@@ -258,7 +258,7 @@ def _small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray
         frame = frame.reformat(width=size[0], height=size[1], format="rgb24", interpolation="BICUBIC")
     else:
         frame = frame.reformat(format="rgb24")
-    return _upright(frame.to_ndarray(), rotation)
+    return turn_upright(frame.to_ndarray(), rotation)
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:
