@@ -16,15 +16,33 @@ def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS
 
     The key is the POSIX path relative to root: it names the clip in records and references
     whatever machine or mount the folder is on. Hidden files and folders are skipped. Files
-    are selected by extension only; whether they really are videos is the decoder's call, so
-    a broken `.mp4` becomes an error record instead of silently disappearing.
+    are selected by extension only; whether they really are videos (or readable, or regular
+    files at all) is the decoder's call, so a broken `.mp4` becomes an error record instead of
+    silently disappearing.
+
+    Symlinked folders are followed when they lead out of the tree (footage folders are often
+    links to mounts), each real folder once. A link to a folder inside the tree is not entered:
+    its files are listed under their real path, and a link back up the tree (a loop) cannot
+    loop. Names that are not valid UTF-8 come back surrogate-escaped (os.fsdecode), the form
+    the decoder opens and the record writer stores.
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"input_dir is not a folder: {root}")
-    found = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    inside = {_inode(folder) for folder, _, _ in os.walk(root, followlinks=False)}
+    found, crawled = [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        if _inode(folder) in crawled:
+            dirs[:] = []
+            continue
+        crawled.add(_inode(folder))
+        keep = []
+        for d in sorted(dirs):
+            link = os.path.join(folder, d)
+            if d.startswith(".") or (os.path.islink(link) and _linked_inode(link) in (inside | crawled)):
+                continue
+            keep.append(d)
+        dirs[:] = keep
         for name in files:
             if name.startswith(".") or Path(name).suffix.lower() not in extensions:
                 continue
@@ -32,3 +50,15 @@ def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS
             found.append((path.relative_to(root).as_posix(), path))
     found.sort(key=lambda item: item[0])
     return found
+
+
+def _inode(path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _linked_inode(link: str) -> tuple[int, int] | None:
+    try:
+        return _inode(link)
+    except OSError:
+        return None

@@ -32,11 +32,17 @@ class SamplingSpec:
             raise ValueError(f"min_frames ({self.min_frames}) > max_frames ({self.max_frames})")
 
 
+# Ties (a target half-way between two frames, as when sampling every frame of a clip) go to the
+# earlier frame. decord's timestamps are float32 (0.04 s reads 0.0399999991), so a tie is
+# anything within this many seconds, else both decoders could pick different frames.
+TIE_S = 1e-5
+
+
 def _nearest(timestamps: np.ndarray, targets: np.ndarray) -> list[int]:
     """Index of the frame whose start time is closest to each target time."""
     right = np.clip(np.searchsorted(timestamps, targets), 1, len(timestamps) - 1)
     left = right - 1
-    pick = np.where(targets - timestamps[left] <= timestamps[right] - targets, left, right)
+    pick = np.where(targets - timestamps[left] <= timestamps[right] - targets + TIE_S, left, right)
     return [int(i) for i in pick]
 
 

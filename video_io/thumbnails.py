@@ -10,29 +10,13 @@ timestamp order), so an index means the same frame whichever decoder picked it.
 from __future__ import annotations
 
 import io
-import os
 
 import numpy as np
 
-from video_io.decode import DECORD_EXACT_CODECS, DecodeError
+from video_io.decode import DECORD_EXACT_CODECS, DecodeError, turn_upright
+from video_io.source import Source, display_rotation, library_reason, open_source, probe
 
 BACKENDS = ("auto", "decord", "pyav")
-
-
-def _probe(path: str) -> tuple[str | None, int, int]:
-    """(codec name, width, height) of the first video stream, from the container header."""
-    import av
-
-    try:
-        with av.open(path) as container:
-            if not container.streams.video:
-                raise DecodeError("no video stream")
-            ctx = container.streams.video[0].codec_context
-            return ctx.name, int(ctx.width or 0), int(ctx.height or 0)
-    except DecodeError:
-        raise
-    except Exception as exc:
-        raise DecodeError(f"not a readable video: {type(exc).__name__}: {str(exc).strip()[:200]}") from None
 
 
 def thumbnail_size(width: int, height: int, max_side: int) -> tuple[int, int]:
@@ -50,44 +34,47 @@ def _check_indices(indices: list[int], total: int) -> None:
                           "(was the file replaced after captioning?)")
 
 
-def _decord_frames(path: str, indices: list[int], size: tuple[int, int]) -> np.ndarray:
+def _decord_frames(source: Source, indices: list[int], size: tuple[int, int]) -> np.ndarray:
     import decord
 
     try:
-        reader = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, width=size[0], height=size[1])
+        reader = decord.VideoReader(source.uri, ctx=decord.cpu(0), num_threads=1, width=size[0], height=size[1])
         _check_indices(indices, len(reader))
         return reader.get_batch(list(indices)).asnumpy()
     except DecodeError:
         raise
     except Exception as exc:
-        raise DecodeError(f"decord: {type(exc).__name__}: {str(exc).strip()[:200]}") from None
+        raise DecodeError(library_reason(exc, "decord")) from None
 
 
-def _pyav_frames(path: str, indices: list[int], size: tuple[int, int]) -> np.ndarray:
+def _pyav_frames(source: Source, indices: list[int], size: tuple[int, int]) -> np.ndarray:
+    """Frames turned upright by their display matrix; `size` is the upright (width, height)."""
     import av
 
     try:
-        with av.open(path) as container:
+        with av.open(source.uri, metadata_errors="replace") as container:
             stream = container.streams.video[0]
             pts = sorted({p.pts for p in container.demux(stream) if p.pts is not None and p.size})
         _check_indices(indices, len(pts))
         wanted = {pts[i] for i in indices}
         images: dict[int, np.ndarray] = {}
-        with av.open(path) as container:
+        with av.open(source.uri, metadata_errors="replace") as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             for frame in container.decode(stream):
                 if frame.pts in wanted and frame.pts not in images:
-                    frame = frame.reformat(width=size[0], height=size[1], interpolation="BICUBIC")
-                    images[frame.pts] = frame.to_ndarray(format="rgb24")
+                    turn = display_rotation(frame)
+                    w, h = (size[1], size[0]) if turn in (90, 270) else size
+                    frame = frame.reformat(width=w, height=h, format="rgb24", interpolation="BICUBIC")
+                    images[frame.pts] = turn_upright(frame.to_ndarray(), turn)
                     if len(images) == len(wanted):
                         break
     except DecodeError:
         raise
     except Exception as exc:
-        raise DecodeError(f"pyav: {type(exc).__name__}: {str(exc).strip()[:200]}") from None
+        raise DecodeError(library_reason(exc, "pyav")) from None
     if len(images) < len(wanted):
-        raise DecodeError(f"pyav: only {len(images)} of {len(wanted)} frames could be decoded "
+        raise DecodeError(f"only {len(images)} of {len(wanted)} frames could be decoded "
                           "(file truncated or damaged)")
     return np.stack([images[pts[i]] for i in indices])
 
@@ -101,21 +88,20 @@ def read_frames(path: str, indices: list[int], max_side: int = 128, backend: str
         raise ValueError(f"thumbnail backend must be one of {BACKENDS}, got {backend!r}")
     if not indices:
         raise DecodeError("no frame indices given")
-    if not os.path.isfile(path):
-        raise DecodeError(f"not a file: {path}")
-    if os.path.getsize(path) == 0:
-        raise DecodeError("empty file (0 bytes)")
-    codec, width, height = _probe(path)
-    size = thumbnail_size(width, height, max_side)
-    if backend == "pyav" or codec not in DECORD_EXACT_CODECS:
-        return _pyav_frames(path, indices, size)
-    try:
-        return _decord_frames(path, indices, size)
-    except DecodeError as decord_error:
+    with open_source(path) as source:  # refuses FIFOs, text, truncated MP4s... in plain words
+        info = probe(source, rotation=True)
+        turned = info.rotation in (90, 270)
+        size = thumbnail_size(*((info.height, info.width) if turned else (info.width, info.height)), max_side)
+        # rotated clips: PyAV turns them upright (decord2 turns some wrongly: see decode.py)
+        if backend == "pyav" or info.codec not in DECORD_EXACT_CODECS or info.rotation:
+            return _pyav_frames(source, indices, size)
         try:
-            return _pyav_frames(path, indices, size)
-        except DecodeError as pyav_error:
-            raise DecodeError(f"{decord_error}; {pyav_error}") from None
+            return _decord_frames(source, indices, size)
+        except DecodeError as decord_error:
+            try:
+                return _pyav_frames(source, indices, size)
+            except DecodeError as pyav_error:
+                raise DecodeError(f"{pyav_error} (decord: {decord_error})") from None
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = 70) -> bytes:

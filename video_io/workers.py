@@ -29,6 +29,8 @@ class DecodeResult:
     clip: Clip | None
     error: str | None
     seconds: float
+    peak_rss_mib: float | None = None  # decoder process's peak resident memory during this clip
+
 
     @property
     def ok(self) -> bool:
@@ -47,6 +49,26 @@ def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> Dec
         return DecodeResult(path, None, f"unexpected decoder error: {detail}", time.perf_counter() - started)
 
 
+def _reset_peak_rss() -> None:
+    """Linux: writing 5 to clear_refs resets VmHWM, so the next reading is this clip's peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mib() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
 def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
     # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
@@ -58,7 +80,19 @@ def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
             return
         if path is None:
             return
-        conn.send(_decode_to_result(path, spec, decode_fn))
+        _reset_peak_rss()
+        result = _decode_to_result(path, spec, decode_fn)
+        result.peak_rss_mib = _peak_rss_mib()
+        conn.send(result)
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 class _Worker:
@@ -161,13 +195,15 @@ class DecodePool:
                         worker.process.join(timeout=5)  # reap it, so its exit code is known
                         code = worker.process.exitcode
                         ready.append(DecodeResult(worker.path, None,
-                                                  f"decoder process died (exit code {code})",
+                                                  f"decoder process died ({_exit_reason(code)}): "
+                                                  f"the decoder crashed on this file",
                                                   time.perf_counter() - worker.started))
                         self._replace(worker)
                 now = time.perf_counter()
                 for worker in [w for w in busy if w.path is not None and now - w.started > self.timeout_s]:
                     ready.append(DecodeResult(worker.path, None,
-                                              f"decode timed out after {self.timeout_s:g}s (decoder killed)",
+                                              f"decode timed out after {self.timeout_s:g}s (decoder killed): the "
+                                              f"file is damaged, unreadable or too big for the time limit",
                                               now - worker.started))
                     self._replace(worker)
             while ready:

@@ -198,9 +198,8 @@ def _track(a: ClipAttributes, rng: np.random.Generator, n_frames: int):
     return np.full(n_frames, rng.uniform(0.3, 0.7)), along
 
 
-def render_clip(a: ClipAttributes, rng: np.random.Generator, n_frames: int,
-                width: int, height: int) -> np.ndarray:
-    """Frames of one clip as a (T, H, W, 3) uint8 array."""
+def render_background(a: ClipAttributes, rng: np.random.Generator, width: int, height: int) -> np.ndarray:
+    """The clip's static scene (sky, ground, weather) as a float32 (H, W, 3) RGB image."""
     cv = _Canvas(width, height)
     _draw_sky(cv, a, rng)
     sky = cv.img.copy()
@@ -208,7 +207,27 @@ def render_clip(a: ClipAttributes, rng: np.random.Generator, n_frames: int,
         _draw_ground(cv, a, rng)
     ground = np.abs(cv.img - sky).sum(-1) > 1  # whatever the scene drew over the sky
     _draw_weather(cv, a, rng, ground)
-    background = cv.img.copy()
+    return cv.img
+
+
+def render_object(a: ClipAttributes, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The clip's object, outlined as in render_clip, on a square `width` px sprite: (RGB float32
+    (w, w, 3), alpha bool (w, w)). The object spans 80% of the sprite's width."""
+    cv = _Canvas(width, width)
+    layers = _object_layers(a.object, cv, 0.5, 0.5, 0.8, a.time == "night")
+    outline = (235, 235, 235) if a.object == "bird" or a.time == "night" else (25, 25, 30)
+    silhouette = _dilate(np.logical_or.reduce([m for m, _ in layers]), max(1, round(0.05 * width)))
+    cv.fill(silhouette, outline)
+    for mask, colour in layers:
+        cv.fill(mask, colour)
+    return cv.img, silhouette
+
+
+def render_clip(a: ClipAttributes, rng: np.random.Generator, n_frames: int,
+                width: int, height: int) -> np.ndarray:
+    """Frames of one clip as a (T, H, W, 3) uint8 array."""
+    background = render_background(a, rng, width, height)
+    cv = _Canvas(width, height)
 
     size = rng.uniform(0.28, 0.34)
     xs, ys = _track(a, rng, n_frames)

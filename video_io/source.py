@@ -1,0 +1,253 @@
+"""Open one video file for decoding, refusing what is not a readable regular file, and probe its
+header; every refusal says what is wrong in words a person can act on.
+
+The file is opened once and decoders read it through /proc/self/fd/N, so (1) every pass of a
+decoder reads the same file even if the path is replaced meanwhile, (2) names that are not valid
+UTF-8 (surrogate-escaped str on Linux) never have to be re-encoded by a C library, and (3) a FIFO
+or device named .mp4 is refused before any read could block on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+# FFmpeg's own messages for the failures seen on damaged and foreign files, and what to tell a
+# person instead. Matched case-insensitively against the library's message.
+_REASONS = (
+    ("moov atom not found",
+     "no MP4 index (moov atom missing): the recording or copy was cut short before the file "
+     "was finalised; re-copy or re-export it"),
+    ("cannot find video stream", "no video stream"),
+    ("invalid data found when processing input",
+     "not a video FFmpeg can read (Invalid data found when processing input): the file is "
+     "damaged or not a video"),
+    ("end of file", "the file ends early (truncated): re-copy it"),
+    ("not yet implemented in ffmpeg",
+     "damaged or unsupported file: FFmpeg met a header version it does not implement (usually a "
+     "damaged header); re-copy or re-export it"),
+    ("cannot allocate memory", "damaged file: its index claims more data than memory can hold (a damaged "
+                               "sample table); re-copy or re-export it"),
+    ("error reading", "not a video FFmpeg can read (decord could not open it): the file is damaged "
+                      "or not a video"),
+)
+# decord prefixes FFmpeg's words with its source position and the failed check
+_DECORD_NOISE = re.compile(r"\[[0-9:]+\] \S+\.(cc|h):\d+: |Check failed: .*?\(-?\d+ vs\. -?\d+\) ")
+
+
+UNKNOWN_CODEC = ("the video track's codec is not recognised: a damaged header or a codec this FFmpeg "
+                 "cannot decode")
+
+
+class DecodeError(Exception):
+    """A clip that cannot be decoded; the message says why, for the error record."""
+
+
+def library_reason(exc: BaseException, library: str) -> str:
+    """A reason for a decoder library's exception: a known FFmpeg failure in words, otherwise
+    the library's message without decord's source-file prefix."""
+    message = re.sub(r"'?/proc/self/fd/\d+'?", "the file", " ".join(str(exc).split()))
+    for needle, reason in _REASONS:
+        if needle in message.lower():
+            return reason
+    message = _DECORD_NOISE.sub("", message)
+    return f"{library}: {type(exc).__name__}: {message[:300]}"
+
+
+def _text_reason(head: bytes) -> str | None:
+    """'the file is text ...' when its first bytes read as text: a common mistake with a clear fix."""
+    if not head:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not just a multi-byte character cut at the end
+            return None
+        text = head[: exc.start].decode("utf-8")
+    if not text or any(not (c.isprintable() or c in "\r\n\t") for c in text):
+        return None
+    preview = " ".join(text.split())[:40]
+    return f"not a video: the file holds text (starts with {preview!r})"
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+@dataclass
+class Source:
+    """An open video file. `uri` is what decoders open (the fd, not the name)."""
+
+    path: str
+    fd: int
+    size: int
+    mtime_ns: int
+    inode: tuple[int, int]
+    damage: str | None = None  # what is wrong with a file that decoders may still read in part
+
+    @property
+    def uri(self) -> str:
+        return f"/proc/self/fd/{self.fd}"
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def check_unchanged(self) -> None:
+        """Refuse frames decoded from a file that changed under the decoder: rewritten in place
+        (size or mtime of the open file differ) or replaced (the path names another file now)."""
+        now = os.fstat(self.fd)
+        rewritten = (now.st_size, now.st_mtime_ns) != (self.size, self.mtime_ns)
+        try:
+            current = os.stat(self.path)
+            replaced = (current.st_dev, current.st_ino) != self.inode
+        except FileNotFoundError:
+            replaced = False  # deleted after it was opened: what was decoded is what was there
+        if rewritten or replaced:
+            raise DecodeError("the file changed while it was being decoded (rewritten or replaced); "
+                              "run the job again to caption the new version")
+
+
+def open_source(path: str) -> Source:
+    """Open `path` for reading or raise DecodeError saying why it cannot be decoded."""
+    try:
+        st = os.stat(path)  # follows symlinks
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise DecodeError(f"broken symlink: it points to {os.readlink(path)!r}, which does not "
+                              f"exist") from None
+        raise DecodeError("file not found: deleted or moved after the folder was listed") from None
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            raise DecodeError("symlink loop: the link points (through other links) back to itself") from None
+        raise DecodeError(f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DecodeError(f"not a regular file: it is {_kind(st.st_mode)}; only video files are decoded")
+    if st.st_size == 0:
+        raise DecodeError("empty file (0 bytes)")
+    try:
+        # O_NONBLOCK: if the path became a FIFO since the stat, open returns instead of waiting
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError:
+        raise DecodeError("permission denied: the job's user cannot read this file") from None
+    except OSError as exc:
+        raise DecodeError(f"cannot open the file: {exc.strerror}") from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise DecodeError(f"not a regular file: it is {_kind(opened.st_mode)}")
+        os.set_blocking(fd, True)
+        try:
+            head = os.pread(fd, 512, 0)
+        except OSError as exc:
+            raise DecodeError(f"cannot read the file: {exc.strerror}") from None
+        reason = _text_reason(head)
+        if reason:
+            raise DecodeError(reason)
+        reason, fatal = _mp4_reason(fd, opened.st_size, head)
+        if fatal:
+            raise DecodeError(reason)
+    except BaseException:
+        os.close(fd)
+        raise
+    return Source(path, fd, opened.st_size, opened.st_mtime_ns, (opened.st_dev, opened.st_ino), reason)
+
+
+def _mp4_reason(fd: int, size: int, head: bytes) -> tuple[str | None, bool]:
+    """(reason, fatal) for an ISO-BMFF file (MP4/MOV/3GP: first box 'ftyp'), from its top-level
+    box headers: a box running past the end means the file was cut short, no 'moov' box means
+    it was never finalised (FFmpeg says only 'Invalid data found when processing input' for
+    both). Fatal unless the index ('moov') came before the cut, so the frames before it may
+    still decode."""
+    if head[4:8] != b"ftyp":
+        return None, False
+    offset, kinds = 0, set()
+    while offset + 8 <= size:
+        header = os.pread(fd, 16, offset)
+        box_size, kind = int.from_bytes(header[:4], "big"), header[4:8]
+        if box_size == 1 and len(header) == 16:
+            box_size = int.from_bytes(header[8:16], "big")
+        elif box_size == 0:
+            box_size = size - offset  # runs to the end of the file
+        if box_size < 8:
+            return (f"damaged MP4: the box at byte {offset} has an impossible size ({box_size})",
+                    b"moov" not in kinds)
+        if offset + box_size > size:
+            name = kind.decode("latin-1")
+            return (f"the file is truncated: it ends inside its '{name}' box ({size - offset} of "
+                    f"{box_size} bytes present); the copy or recording was cut short, re-copy it",
+                    b"moov" not in kinds)
+        kinds.add(kind)
+        offset += box_size
+    if b"moov" not in kinds:
+        return ("no MP4 index (moov atom missing): the recording or copy was cut short before the "
+                "file was finalised; re-copy or re-export it", True)
+    return None, False
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the container header says about the first video stream (no frame decoded unless
+    `rotation` was asked for)."""
+
+    codec: str
+    width: int
+    height: int
+    rotation: int  # counter-clockwise degrees a player turns the frames by: 0, 90, 180, 270
+
+
+def _no_video_reason(container) -> str:
+    others = [f"{s.type} ({s.codec_context.name})" if s.codec_context else s.type
+              for s in container.streams if s.type != "video"]
+    return "no video stream" + (f" (the file holds only: {', '.join(others)})" if others else "")
+
+
+def display_rotation(frame) -> int:
+    """Counter-clockwise quarter turns, in degrees, the frame's display matrix asks for."""
+    try:
+        degrees = frame.rotation
+    except Exception:  # no display matrix
+        return 0
+    return int(round(degrees / 90.0)) % 4 * 90 if degrees else 0
+
+
+def probe(source: Source, rotation: bool) -> Probe:
+    """Codec and size of the first video stream; with `rotation`, decode its first frame to read
+    the display matrix (PyAV exposes it on frames only). Raises DecodeError."""
+    import av
+
+    try:
+        with av.open(source.uri, metadata_errors="replace") as container:
+            if not container.streams.video:
+                raise DecodeError(_no_video_reason(container))
+            stream = container.streams.video[0]
+            ctx = stream.codec_context
+            if ctx is None:
+                raise DecodeError(UNKNOWN_CODEC)
+            codec, width, height = ctx.name, ctx.width, ctx.height
+            turn = 0
+            if rotation:
+                for frame in container.decode(stream):
+                    turn = display_rotation(frame)
+                    break
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(library_reason(exc, "pyav")) from None
+    if width <= 0 or height <= 0:
+        raise DecodeError(f"the video stream has no picture size ({width}x{height}): damaged header")
+    return Probe(codec, width, height, turn)
