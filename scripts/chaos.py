@@ -9,7 +9,8 @@ input_dir=... output=...`, the embedded model, default engine), then prints a ta
 
   files       damaged files written (all of them have a video extension, so all are crawled)
   records     records in the job's output
-  crashes     the job exited non-zero (traceback) or was killed by a signal
+  crashes     the job did not finish: exit status other than 0 or 3 (caption/outcome.py), e.g.
+              1 (a traceback) or a signal
   hangs       the job ran past --time-limit and was killed
   duplicates  files with more than one record
   lost        files without any record
@@ -39,6 +40,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from video_io.crawl import crawl_videos  # noqa: E402
 
+# exit statuses of a job that ran to its end (caption/outcome.py): 0 all ok, 3 some records are
+# errors (expected here); anything else (1 a bug with a traceback, 4 engine died, a signal) is a crash
+JOB_FINISHED = (0, 3)
 KINDS = ("bitflip", "bitflip_head", "truncate", "box_header", "zero_range")
 # ISO-BMFF boxes that hold other boxes (ISO/IEC 14496-12); damage goes into their children too
 CONTAINER_BOXES = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"mvex"}
@@ -174,7 +178,7 @@ def tally(files: list[str], output: Path, job: dict) -> dict:
     errors = [r.get("error") or "" for r in records]
     return {
         "files": len(files), "records": len(records),
-        "crashes": int(bool(job["exit_code"]) and not job["hung"]), "hangs": int(job["hung"]),
+        "crashes": int(not job["hung"] and job["exit_code"] not in JOB_FINISHED), "hangs": int(job["hung"]),
         "duplicates": sum(1 for f in files if per_file[f] > 1),
         "lost": sum(1 for f in files if per_file[f] == 0),
         "ok": sum(r.get("status") == "ok" for r in records),

@@ -99,8 +99,6 @@ def test_every_hostile_file_ends_as_one_record_with_a_reason(compose_config, hos
     assert summary["videos_failed"] == sum(reason is not None for reason in EXPECTED.values())
 
 
-@pytest.mark.xfail(reason="the record writer (caption/records.py, the lead's) must accept "
-                          "surrogate-escaped names; strict=False until it does", strict=False)
 def test_a_file_name_that_is_not_utf8_gets_its_record(compose_config, tmp_path, vllm_engine):
     folder = tmp_path / "raw"
     folder.mkdir()

@@ -61,13 +61,17 @@ def test_bad_input_says_what_is_wrong(synth_dir, tmp_path):
         read_frames(str(tmp_path / "cut.mp4"), [2, 30])
 
 
-def test_rotated_clips_give_upright_thumbnails_of_the_frames_the_job_sampled(tmp_path):
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_rotated_clips_give_upright_thumbnails_of_the_frames_the_job_sampled(tmp_path, rotation):
     from tests.video_io.clipmakers import coded_frame, read_code, write_clip
 
-    def stored(i):  # shown 48x64 with a red top half; stored turned back, as phones do
-        return np.ascontiguousarray(np.rot90(coded_frame(i, 48, 64, top=(220, 20, 20)), -1))
+    k = rotation // 90
 
-    path = str(write_clip(tmp_path / "phone.mp4", 20, 64, 48, rotation=90, pix_fmt="yuv444p", frame_fn=stored))
+    def stored(i):  # shown 48x64 with a red top half; stored turned back, as phones do
+        return np.ascontiguousarray(np.rot90(coded_frame(i, 48, 64, top=(220, 20, 20)), -k))
+
+    w, h = (64, 48) if k % 2 else (48, 64)
+    path = str(write_clip(tmp_path / "phone.mp4", 20, w, h, rotation=rotation, pix_fmt="yuv444p", frame_fn=stored))
     clip = decode_clip(path, DecodeSpec())
     for backend in ("auto", "decord", "pyav"):
         frames = read_frames(path, clip.indices, max_side=64, backend=backend)
