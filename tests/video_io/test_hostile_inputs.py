@@ -161,12 +161,28 @@ def big_clips(tmp_path_factory):
 
 # 32 full-size 4K RGB frames are 760 MiB (measured: decoding at source size peaked at 1.7-2.9 GiB);
 # scaled per frame as they are decoded, the decoder process peaked at 170-220 MiB here.
-PEAK_RSS_BOUND_MIB = 400
+# What decoding 32 frames may add to a decoder process, beyond what the process holds decoding a tiny clip
+# (its imports: ~60 MiB here, ~250 MiB where a sitecustomize imports torch in every process, as the
+# AVX2 rehearsal in shared/tools/force-avx2 does). Without scaling as it decodes: 1.7-2.9 GiB.
+DECODE_RSS_BOUND_MIB = 300
+
+
+@pytest.fixture(scope="module")
+def decoder_baseline_mib(tmp_path_factory):
+    tiny = write_clip(tmp_path_factory.mktemp("tiny") / "tiny.mp4", 8)
+    peaks = []
+    for backend in ("decord", "pyav"):
+        spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=8), width=56, height=56, backend=backend)
+        with DecodePool(spec, workers=1, timeout_s=60) as pool:
+            (result,) = list(pool.imap([str(tiny)]))
+        peaks.append(result.peak_rss_mib)
+    return max(peaks)
 
 
 @pytest.mark.parametrize("backend", ["decord", "pyav"])
 @pytest.mark.parametrize("name", ["4k_h264", "4k_hevc", "portrait"])
-def test_large_and_portrait_clips_decode_at_reduced_size_with_bounded_memory(big_clips, name, backend):
+def test_large_and_portrait_clips_decode_at_reduced_size_with_bounded_memory(big_clips, name, backend,
+                                                                           decoder_baseline_mib):
     spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=32), width=56, height=56, backend=backend)
     with DecodePool(spec, workers=1, timeout_s=300) as pool:  # a fresh decoder: its own peak
         (result,) = list(pool.imap([str(big_clips[name])]))
@@ -174,7 +190,8 @@ def test_large_and_portrait_clips_decode_at_reduced_size_with_bounded_memory(big
     clip = result.clip
     assert clip.frames.shape == (32, 56, 56, 3)
     assert [read_code(f) for f in clip.frames] == clip.indices == list(range(32))
-    assert result.peak_rss_mib is not None and result.peak_rss_mib < PEAK_RSS_BOUND_MIB, result.peak_rss_mib
+    assert result.peak_rss_mib is not None
+    assert result.peak_rss_mib - decoder_baseline_mib < DECODE_RSS_BOUND_MIB, (result.peak_rss_mib, decoder_baseline_mib)
 
 
 def test_odd_dimensions(tmp_path):
