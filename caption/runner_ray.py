@@ -1,7 +1,8 @@
 """runner=ray: the caption job on a Ray cluster, with Ray Data.
 
     clips (this process lists them, minus those with records)
-      -> Ray tasks on CPU workers decode them (video_io.workers.DecodePool, the local runner's decoder)
+      -> decoding actors on CPU workers decode them (video_io.workers.DecodePool, the local runner's
+         decoder; as many as the cluster's CPUs allow, runner.decode_cpus each)
       -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs
          `caption.job.caption_clips` on each batch: the same admission checks, prompts, engines,
          engine restarts and records as the local runner
@@ -33,7 +34,6 @@ import numpy as np
 
 from caption.config import JobConfig
 
-DECODE_BATCH = 4  # clips per decoding task: one decoder process is started per task
 CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # one lock file per core group of a machine
 
 
@@ -99,8 +99,11 @@ class RayRunner:
         job, s = self.job, self.settings
         rows = [{"key": key, "path": str(path),
                  "done": json.dumps([k for k in _keys(job, key) if done(k)])} for key, path in pending]
-        decoded = ray.data.from_items(rows, override_num_blocks=max(1, len(rows) // DECODE_BATCH)).map_batches(
-            _decode_batch, fn_kwargs={"job": job}, batch_size=DECODE_BATCH, num_cpus=s.decode_cpus)
+        # one block per clip, so each clip travels (and a batch comes back) on its own
+        decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // s.decode_cpus))
+        decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+            _Decoder, fn_constructor_kwargs={"job": job}, batch_size=1, concurrency=(1, decoders),
+            num_cpus=s.decode_cpus)
         gpus = job.plan.tensor_parallel_size if job.gpu.get("device") == "cuda" else 0
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
@@ -132,16 +135,24 @@ def _undone(job: JobConfig, key: str, done) -> bool:
     return not all(done(k) for k in _keys(job, key))
 
 
-def _decode_batch(batch: dict, job: JobConfig) -> dict:
-    """A Ray task: decode a few clips with the local runner's decoder (a worker process with the
-    per-clip deadline, video.timeout_s). Decoded clips travel to the engine actors pickled."""
-    from video_io.workers import DecodePool
+class _Decoder:
+    """Decodes clips in a Ray worker with the local runner's decoder: a process of its own with the
+    per-clip deadline (video.timeout_s), replaced when a clip hangs or crashes it. Decoded clips
+    travel to the engine actors pickled."""
 
-    paths = [str(p) for p in batch["path"]]
-    with DecodePool(job.decode, 1, job.decode_timeout_s) as pool:
-        results = {r.path: r for r in pool.imap(paths)}
-    return {"key": batch["key"], "done": batch["done"],
-            "decoded": np.array([pickle.dumps(results[p]) for p in paths], dtype=object)}
+    def __init__(self, job: JobConfig):
+        from video_io.workers import DecodePool
+
+        self.pool = DecodePool(job.decode, 1, job.decode_timeout_s).__enter__()
+
+    def __call__(self, batch: dict) -> dict:
+        paths = [str(p) for p in batch["path"]]
+        results = {r.path: r for r in self.pool.imap(paths)}
+        return {"key": batch["key"], "done": batch["done"],
+                "decoded": np.array([pickle.dumps(results[p]) for p in paths], dtype=object)}
+
+    def __del__(self):
+        self.pool.close()
 
 
 class _CaptionActor:
