@@ -121,7 +121,7 @@ class LocalRunner:
             yield from caption_clips(pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
 
     def stats(self) -> dict:
-        return self.supervisor.stats()
+        return {"runner": "local", **self.supervisor.stats()}
 
     def close(self) -> None:
         self.supervisor.close()
@@ -194,11 +194,16 @@ class _EngineSupervisor:
 
 
 def _scope_notes(job: JobConfig) -> list[str]:
-    """What the user should know before trusting the captions."""
+    """What the user should know before trusting the captions (or the speed)."""
+    notes = []
     if job.model.trained_on == "caption-synth" and not is_synth_folder(job.input_dir):
-        return [f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
-                "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
-    return []
+        notes.append(f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
+                     "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b "
+                     "model.path=/models/Qwen2.5-VL-7B-Instruct")
+    if job.runner.name == "local" and job.plan.replicas > 1:
+        notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
+                     "runner=local runs one of them: runner=ray runs them all")
+    return notes
 
 
 def _report_plan(job: JobConfig) -> dict:
