@@ -74,17 +74,20 @@ class RayRunner:
         from caption.job import error_records
 
         context = DataContext.get_current()
-        context.max_errored_blocks = -1  # a batch whose actor died is retried in the next pass
-        for attempt in range(1 + self.settings.max_retries):
-            pending = [(key, path) for key, path in todo if _undone(self.job, key, done)]
-            if not pending:
-                return
-            self.passes = attempt + 1
-            for row in self._dataset(pending, done).iter_rows():
-                tally.decode_s += float(row["decode_s"])
-                tally.engine_failures += json.loads(row["engine_failures"])
-                self.seen.add(str(row["actor"]))
-                yield from json.loads(row["records"])
+        tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
+        try:
+            for attempt in range(1 + self.settings.max_retries):
+                pending = [(key, path) for key, path in todo if _undone(self.job, key, done)]
+                if not pending:
+                    return
+                self.passes = attempt + 1
+                for row in self._dataset(pending, done).iter_rows():
+                    tally.decode_s += float(row["decode_s"])
+                    tally.engine_failures += json.loads(row["engine_failures"])
+                    self.seen.add(str(row["actor"]))
+                    yield from json.loads(row["records"])
+        finally:
+            context.max_errored_blocks = tolerated
         for key, _ in todo:
             lost = error_records(self.job, done, key,
                                  f"generate: lost: the engine actor holding this clip died or failed in each of "
