@@ -23,8 +23,10 @@ from video_io.synth.dataset import generate_dataset
 
 RUNS = {
     "local": [],
-    "ray, 1 actor": ["runner=ray", "runner.actors=1", "runner.engine_cpus=1", "runner.decode_cpus=0.5"],
-    "ray, 2 actors": ["runner=ray", "runner.actors=2", "runner.engine_cpus=0.5", "runner.decode_cpus=0.5"],
+    "ray, 1 actor": ["runner=ray", "runner.actors=1", "runner.engine_cpus=1", "runner.decode_cpus=0.5",
+                      "runner.batch_clips=4"],
+    "ray, 2 actors": ["runner=ray", "runner.actors=2", "runner.engine_cpus=0.5", "runner.decode_cpus=0.5",
+                      "runner.batch_clips=4"],
 }
 
 
