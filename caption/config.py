@@ -24,6 +24,7 @@ CONF_DIR = REPO_ROOT / "conf"
 ENGINES = ("auto", "vllm", "hf")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
+RUNNERS = ("local", "ray")
 
 
 class ConfigError(ValueError):
@@ -66,6 +67,18 @@ class SamplingSettings:
 
 
 @dataclass(frozen=True)
+class RunnerSettings:
+    """Where decoding and generation run (conf/runner/*.yaml hold the defaults); None on runner=local."""
+    name: str
+    address: str | None = None
+    actors: int | None = None
+    engine_cpus: float | None = None
+    decode_cpus: float | None = None
+    batch_clips: int | None = None
+    max_retries: int | None = None
+
+
+@dataclass(frozen=True)
 class JobConfig:
     input_dir: Path | None  # None only with plan_only
     output: Path | None
@@ -91,6 +104,7 @@ class JobConfig:
     decode_timeout_s: float
     ablation: str
     engine_max_restarts: int  # restarts of an engine that breaks mid-run before the job stops
+    runner: RunnerSettings
     adapters: tuple[Adapter, ...] = ()
     include_base: bool = True  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int = 16
@@ -172,6 +186,27 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend)
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
+
+
+def _runner(cfg: DictConfig) -> RunnerSettings:
+    r = OmegaConf.to_container(cfg.runner, resolve=True) if "runner" in cfg else {"name": "local"}
+    name = _choice(r.get("name"), RUNNERS, "runner")
+    if name == "local":
+        return RunnerSettings(name="local")
+    try:
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise ConfigError("runner=ray needs Ray: `make setup` installs it (pip install -c constraints.txt "
+                          "-e '.[cpu,test]'), or pip install 'ray[data]==2.60.0'") from None
+    actors = r.get("actors")
+    batch = r.get("batch_clips")
+    return RunnerSettings(
+        name=name, address=None if r.get("address") in (None, "") else str(r["address"]),
+        actors=None if actors is None else int(_positive(actors, "runner.actors")),
+        engine_cpus=float(_positive(r.get("engine_cpus"), "runner.engine_cpus")),
+        decode_cpus=float(_positive(r.get("decode_cpus"), "runner.decode_cpus")),
+        batch_clips=None if batch is None else int(_positive(batch, "runner.batch_clips")),
+        max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
 
 
 def _available_ram_gib() -> float:
@@ -343,5 +378,6 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         adapters=tuple(adapters), include_base=bool(lora.get("include_base", False)),
         lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec,
         engine_max_restarts=int(_positive(cfg.engine.max_restarts, "engine.max_restarts", allow_zero=True)),
+        runner=_runner(cfg),
         raw=OmegaConf.to_container(cfg, resolve=True),
     )

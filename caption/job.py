@@ -1,9 +1,11 @@
 """The caption job, top to bottom: validate -> check the output -> find clips -> load engine ->
 decode, generate, record -> summarize.
 
-Decoding runs in worker processes and feeds the engine as a stream; records are written the
-moment each result arrives, keyed by clip path, so a stopped job resumes without losing or
-repeating a record. A clip that cannot be decoded or generated gets an error record and the
+The runner decides where decoding and generation run: `runner=local` decodes in worker processes
+that feed one engine in this process as a stream; `runner=ray` decodes in Ray tasks and captions on
+a pool of engine actors (caption/runner_ray.py), each running `caption_clips` below, the same code
+as the local runner. Either way records stream back here and are written the moment each arrives,
+keyed by clip path, so a stopped job resumes without losing or repeating a record. A clip that cannot be decoded or generated gets an error record and the
 job goes on; so does a request the engine could not take, and an engine that breaks is restarted
 (a bounded number of times) with the requests it had not started. However the job ends (done,
 interrupted, engine dead, fail_fast), the records are flushed and the summary says how it ended;
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -25,7 +28,7 @@ from caption.engines import build_engine
 from caption.engines.base import Request, Result
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.prompts import build_prompt, prompt_format
-from caption.records import RecordStore, check_output, check_summary, keep_existing
+from caption.records import RecordStore, check_output, check_summary, keep_existing, record_key
 from caption.scoring import score_captions
 from caption.summary import (JobTally, peak_rss_gib, print_job_start, print_plan, print_summary, reset_peak_rss,
                              save_summary)
@@ -57,18 +60,15 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in _keys(job, key))
     print_job_start(job, len(videos), len(todo), tally.videos_skipped, _scope_notes(job))
 
-    supervisor = _EngineSupervisor(job, engine)
+    runner = _make_runner(job, engine)
     try:
         if todo:
-            supervisor.start()
+            runner.start()
             tally.generation_started = time.perf_counter()
             tally.start_progress(tally.requests_todo, job.progress)
-            paths = {str(path): key for key, path in todo}
-            limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-            with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
-                requests = _requests(pool.imap(paths), paths, job, store, tally, limits)
-                for result in supervisor.run(requests, tally):
-                    _write(store, tally, _result_record(result, job), job.fail_fast)
+            for record in runner.records(todo, store.done, tally):
+                if not store.done(record_key(record)):  # a clip retried after its actor died may come twice
+                    _write(store, tally, record, job.fail_fast)
     except JobInterrupted:
         tally.stopped = "interrupted"
     except EngineDied as exc:
@@ -77,8 +77,8 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
         tally.stopped = "fail_fast"
     finally:
         tally.close_progress()
-        stats = supervisor.stats()
-        supervisor.close()
+        stats = runner.stats()
+        runner.close()
         store.close()
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
@@ -92,6 +92,53 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     print_summary(summary, job.summary_path, full=job.verbose)
     write_result({"plan": job.plan.to_dict(), "summary": summary})
     return summary
+
+
+def _make_runner(job: JobConfig, engine=None):
+    if job.runner.name == "ray":
+        if engine is not None:
+            raise ValueError("runner=ray loads its engines in Ray actors: it cannot take an engine")
+        from caption.runner_ray import RayRunner
+
+        return RayRunner(job)
+    return LocalRunner(job, engine)
+
+
+class LocalRunner:
+    """Decoding in worker processes of this machine (video.workers), generation in one engine here."""
+
+    def __init__(self, job: JobConfig, engine=None):
+        self.job, self.supervisor = job, _EngineSupervisor(job, engine)
+
+    def start(self) -> None:
+        self.supervisor.start()
+
+    def records(self, todo: list[tuple[str, object]], done, tally: JobTally) -> Iterator[dict]:
+        job = self.job
+        paths = {str(path): key for key, path in todo}
+        limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+        with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
+            yield from caption_clips(pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
+
+    def stats(self) -> dict:
+        return {"runner": "local", **self.supervisor.stats()}
+
+    def close(self) -> None:
+        self.supervisor.close()
+
+
+def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
+                  supervisor: "_EngineSupervisor", limits: PositionLimits, done, tally: JobTally) -> Iterator[dict]:
+    """Decoded clips in, records out: a record per result, and error records for clips that did not
+    decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter) has its record."""
+    refused: deque[dict] = deque()
+    requests = _requests(decoded, keys, job, done, refused.append, tally, limits)
+    for result in supervisor.run(requests, tally):
+        while refused:
+            yield refused.popleft()
+        yield _result_record(result, job)
+    while refused:
+        yield refused.popleft()
 
 
 class _EngineSupervisor:
@@ -147,11 +194,16 @@ class _EngineSupervisor:
 
 
 def _scope_notes(job: JobConfig) -> list[str]:
-    """What the user should know before trusting the captions."""
+    """What the user should know before trusting the captions (or the speed)."""
+    notes = []
     if job.model.trained_on == "caption-synth" and not is_synth_folder(job.input_dir):
-        return [f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
-                "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
-    return []
+        notes.append(f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
+                     "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b "
+                     "model.path=/models/Qwen2.5-VL-7B-Instruct")
+    if job.runner.name == "local" and job.plan.replicas > 1:
+        notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
+                     "runner=local runs one of them: runner=ray runs them all")
+    return notes
 
 
 def _report_plan(job: JobConfig) -> dict:
@@ -182,34 +234,35 @@ def _apply_ablation(clip: Clip, ablation: str) -> np.ndarray:
     return clip.frames
 
 
-def _error_records(job: JobConfig, store: RecordStore, tally: JobTally, key: str, error: str, **extra) -> None:
-    for video, task, adapter in _keys(job, key):
-        if not store.done((video, task, adapter)):
-            _write(store, tally, _base_record(job, video, task, adapter) | {"status": "error", "error": error} | extra,
-                   job.fail_fast)
+def error_records(job: JobConfig, done, key: str, error: str, **extra) -> list[dict]:
+    """The error records of a clip: one per (task, adapter) that has no record yet."""
+    return [_base_record(job, video, task, adapter) | {"status": "error", "error": error} | extra
+            for video, task, adapter in _keys(job, key) if not done((video, task, adapter))]
 
 
 def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
-              store: RecordStore, tally: JobTally, limits: PositionLimits) -> Iterator[Request]:
+              done, emit, tally: JobTally, limits: PositionLimits) -> Iterator[Request]:
     """One request per (clip, task) for clips that decoded and that the engine can take; error
-    records for the others."""
+    records for the others go to `emit`."""
     budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
     for result in decoded:
         key = keys[result.path]
         if not result.ok:
-            _error_records(job, store, tally, key, f"decode: {result.error}", decode_s=round(result.seconds, 4))
+            for record in error_records(job, done, key, f"decode: {result.error}", decode_s=round(result.seconds, 4)):
+                emit(record)
             continue
         clip = result.clip
         tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
         refused = refusal(len(clip.frames), metadata, limits, budget)
         if refused is not None:
-            _error_records(job, store, tally, key, f"refused before generation: {refused}",
-                           decode_s=round(clip.decode_seconds, 4), decoder=clip.backend)
+            for record in error_records(job, done, key, f"refused before generation: {refused}",
+                                        decode_s=round(clip.decode_seconds, 4), decoder=clip.backend):
+                emit(record)
             continue
         frames = _apply_ablation(clip, job.ablation)
         for video, task, adapter in _keys(job, key):
-            if store.done((video, task, adapter)):
+            if done((video, task, adapter)):
                 continue
             yield Request(key=video, task=task, adapter=adapter,
                           prompt=build_prompt(job.model.family, task), frames=frames,

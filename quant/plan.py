@@ -22,6 +22,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from quant.errors import PlanError
+from quant.parallel import choose_tensor_parallel
 from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
                           vision_tokens, weight_bytes)
@@ -56,6 +57,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     speculative: dict | None = None     # the tier's suggestion, for the job's speculative settings
     engine_reason: str = ""             # why this engine (engine=auto picks one)
+    tensor_parallel_size: int = 1       # GPUs each engine spans (vLLM tensor_parallel_size)
+    replicas: int = 1                   # independent engines per machine: gpu.count / tensor_parallel_size
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,9 +124,21 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     video: {frames|num_frames, width, height}; defaults to the model preset's frames and frame size.
     device_vram_gib: the actual GPU's total memory in GiB (torch.cuda.mem_get_info()[1] / 2**30), needed
     with cap_to_tier (argument, or `gpu.cap_to_tier`) to rehearse a small tier on a bigger GPU.
+
+    GPUs per machine (`gpu.count`): each engine spans `tensor_parallel_size` of them (the user's
+    `gpu.tensor_parallel_size`, else the smallest power of two whose share of the weights leaves KV
+    cache for a full batch, the tier's max_num_seqs), and count / tensor_parallel_size engines run
+    side by side (the plan's replicas).
     """
     tier = tier if isinstance(tier, Tier) else Tier.from_config(tier)
     engine = str(engine.get("name")) if isinstance(engine, dict) else str(engine)
+    args = (model, tier, quant, engine, video, max_new_tokens, prompt_text_tokens, device_vram_gib, cap_to_tier)
+    return choose_tensor_parallel(lambda tp, preset=model: _plan_on(preset, *args[1:], tp=tp), tier, model)
+
+
+def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: dict | None, max_new_tokens: int,
+             prompt_text_tokens: int, device_vram_gib: float | None, cap_to_tier: bool | None, tp: int) -> Plan:
+    """The plan for engines of `tp` GPUs each; memory figures are per GPU."""
     engine, engine_reason = resolve_engine(engine, quant, model, tier)
     arch, family = _arch(model), str(model.get("family"))
     choice = resolve_quant(quant, model, tier, engine)
@@ -143,6 +158,10 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                            choice.double_quant)
     kv_dtype = dtype if tier.kv_cache_dtype == "auto" else tier.kv_cache_dtype
     kv_tok = arch_kv_bytes_per_token(arch, kv_dtype)
+    if tp > 1:  # each GPU holds 1/tp of the weights and its share of the KV heads (replicated below one per GPU)
+        weights = {part: size / tp for part, size in weights.items()}
+        heads = int(arch["num_kv_heads"])
+        kv_tok = kv_tok // heads * max(1, heads // tp)
     kv_seq = kv_bytes(kv_tok, need, block=KV_BLOCK_TOKENS)
     act = dtype_bytes(dtype)
 
@@ -234,7 +253,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
         four_bit = weight_bytes(family, arch, dtype, "awq", 4, 128)["total"] / GIB
         smaller = (f"4-bit weights (quant=awq with an AWQ checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; "
                    if choice.method in ("none", "int8") else f"the weights are already {choice.method}: ")
-        reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB but the budget is {budget / GIB:.1f} GiB "
+        reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB{_per_gpu(tp)} but the budget is {budget / GIB:.1f} GiB "
                        f"({_budget_words(tier, total_gib, util)}): {smaller}pick a GPU tier with more memory "
                        "(gpu=...) or a smaller model")
     elif seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
@@ -257,7 +276,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                        f"{max_num_seqs}; weights {weights['total'] / GIB:.2f} GiB in host RAM"
                        f"{' (not checked: set gpu.ram_gib)' if tier.ram_gib is None else ''}")
     elif fits and seqs is not None:
-        reasons.append(f"fits: {weights['total'] / GIB:.2f} GiB weights + {reserve / GIB:.2f} GiB reserve leave "
+        reasons.append(f"fits{_per_gpu(tp)}: {weights['total'] / GIB:.2f} GiB weights + {reserve / GIB:.2f} GiB reserve leave "
                        f"{kv_budget / GIB:.2f} GiB for KV cache = {seqs} concurrent requests of {need} tokens "
                        f"({per_seq / 2**20:.0f} MiB each); "
                        + (f"max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}" if engine == "vllm"
@@ -272,7 +291,7 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                 "max_num_seqs": max_num_seqs, "max_num_batched_tokens": batched, "max_model_len": max_len,
                 "enable_chunked_prefill": tier.enable_chunked_prefill, "enforce_eager": tier.enforce_eager,
                 "quantization": (choice.checkpoint_format or choice.method) if choice.method in PREQUANTIZED else None,
-                "kv_cache_dtype": tier.kv_cache_dtype}
+                "kv_cache_dtype": tier.kv_cache_dtype, "tensor_parallel_size": tp}
     else:
         # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
         hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
@@ -292,8 +311,12 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
                     "kv_per_sequence": gib(kv_seq)},
         kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
         tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, speculative=tier.speculative,
-        engine_reason=engine_reason,
+        engine_reason=engine_reason, tensor_parallel_size=tp, replicas=max(1, tier.count // tp),
     )
+
+
+def _per_gpu(tp: int) -> str:
+    return f" on each of {tp} GPUs (tensor parallel)" if tp > 1 else ""
 
 
 def _budget_words(tier: Tier, total_gib, util) -> str:

@@ -18,6 +18,8 @@ PLAN_COLUMNS = (
     ("quant", lambda p: (p.get("quantization") or {}).get("method")),
     ("bits", lambda p: (p.get("quantization") or {}).get("bits")),
     ("fits", lambda p: p.get("fits")),
+    ("tensor_parallel", lambda p: p.get("tensor_parallel_size")),
+    ("replicas", lambda p: p.get("replicas")),
     ("max_num_seqs", lambda p: (p.get("vllm") or {}).get("max_num_seqs") or (p.get("hf") or {}).get("max_batch_size")),
     ("max_model_len", lambda p: (p.get("vllm") or {}).get("max_model_len")),
     ("vision_tokens", lambda p: p.get("vision_tokens_per_clip")),

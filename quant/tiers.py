@@ -10,6 +10,7 @@ from quant.memory import GB, GIB
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+DEFAULT_GPU_COUNT = 1  # GPUs per machine when a tier does not say (conf/gpu/*.yaml leave `count: null`)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Tier:
     cpu_kv_cache_gib: float | None = None  # cpu: VLLM_CPU_KVCACHE_SPACE, the whole KV budget
     ram_gib: float | None = None       # cpu: host memory for weights; None = not checked
     env: dict = field(default_factory=dict)
+    count: int = DEFAULT_GPU_COUNT     # GPUs (cpu: engine replicas) on each machine
+    tensor_parallel_size: int | None = None  # None: the planner picks it (quant.plan)
 
     @property
     def is_gpu(self) -> bool:
@@ -76,6 +79,19 @@ class Tier:
         kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
         if kv_dtype not in KV_CACHE_DTYPES:
             raise PlanError(f"`gpu.kv_cache_dtype={kv_dtype}` is not valid; choose one of: {', '.join(KV_CACHE_DTYPES)}")
+        count = cfg.get("count")
+        count = DEFAULT_GPU_COUNT if count is None else int(count)
+        if count <= 0:
+            raise PlanError(f"`gpu.count` must be >= 1 (GPUs on each machine), got {cfg.get('count')}")
+        tp = cfg.get("tensor_parallel_size")
+        if tp is not None:
+            tp = int(tp)
+            if tp <= 0 or tp & (tp - 1) or tp > count:
+                raise PlanError(f"`gpu.tensor_parallel_size={cfg.get('tensor_parallel_size')}` must be a power of two "
+                                f"no larger than gpu.count={count} (or null: the planner picks it)")
+            if tp > 1 and device == "cpu":
+                raise PlanError("`gpu.tensor_parallel_size` > 1 needs GPUs: on the cpu tier each engine is one "
+                                "process (gpu.count sets how many)")
         env = dict(cfg.get("env") or {})
         cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
         return cls(
@@ -90,4 +106,5 @@ class Tier:
             speculative=cfg.get("speculative") or None, cap_to_tier=bool(cfg.get("cap_to_tier", False)),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
+            count=count, tensor_parallel_size=tp,
         )

@@ -86,7 +86,7 @@ def engine_args(job) -> dict:
         disable_log_stats=False,  # keep the counters the summary reports
     )
     for key in ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
-                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype"):
+                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype", "tensor_parallel_size"):
         if plan.get(key) is not None:
             args[key] = plan[key]
     if job.adapters:  # every adapter of the job can be in one batch

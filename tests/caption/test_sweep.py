@@ -39,6 +39,17 @@ def test_gpu_tier_sweep_plans_every_tier(tmp_path):
     assert "sweep summary (4 jobs)" in stdout
 
 
+def test_gpu_count_sweep_plans_tensor_parallel_and_replicas(tmp_path):
+    sweep, _ = _sweep(tmp_path, "gpu.count=1,2,4", "plan_only=true", "model=qwen2_5_vl_72b,qwen2_5_vl_72b_awq",
+                      "gpu=h100")
+    rows = {(r["model"], r["job"]): r for r in csv.DictReader(open(sweep / "sweep.csv"))}
+    table = {(model.endswith("awq"), job.split("gpu.count=")[1].split()[0]): (r["fits"], r["tensor_parallel"],
+                                                                             r["replicas"])
+             for (model, job), r in rows.items()}
+    assert table == {(False, "1"): ("no", "1", "1"), (False, "2"): ("no", "1", "2"), (False, "4"): ("yes", "4", "1"),
+                     (True, "1"): ("yes", "1", "1"), (True, "2"): ("yes", "2", "1"), (True, "4"): ("yes", "2", "2")}
+
+
 @pytest.mark.slow
 @pytest.mark.w4a16
 def test_quantization_sweep_really_runs_and_measures(tmp_path, two_clips_with_references):

@@ -1,0 +1,218 @@
+"""runner=ray: the caption job on a Ray cluster, with Ray Data.
+
+    clips (this process lists them, minus those with records)
+      -> decoding actors on CPU workers decode them (video_io.workers.DecodePool, the local runner's
+         decoder; as many as the cluster's CPUs allow, runner.decode_cpus each)
+      -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs
+         `caption.job.caption_clips` on each batch: the same admission checks, prompts, engines,
+         engine restarts and records as the local runner
+      -> records stream back here, where the job writes them to `output` as they arrive.
+
+Why `map_batches` with an actor class and not `ray.data.llm`: build_llm_processor brings its own
+prompt building, engine settings and output rows; the job's own engines (caption/engines/*) then would
+not run, nor their admission checks, LoRA and restarts, and records would come from a second code path.
+
+An actor that dies (killed, out of memory, its engine dead past engine.max_restarts) fails only the
+batch it held: Ray restarts the actor, the dataset goes on (DataContext.max_errored_blocks), and the
+clips that came back without records run again in a new pass, at most runner.max_retries times; after
+that they get error records. The driver being killed is the local runner's resume case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import pickle
+import socket
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from caption.config import JobConfig
+
+CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # one lock file per core group of a machine
+
+
+class RayRunner:
+    def __init__(self, job: JobConfig):
+        self.job, self.settings = job, job.runner
+        self.started_ray = False
+        self.actors = 0
+        self.passes = 0
+        self.seen: set[str] = set()  # the engine actors that sent records: host, pid, cores
+        self.lost = 0
+
+    def start(self) -> None:
+        import ray
+
+        if not ray.is_initialized():  # else: the caller's cluster (tests, notebooks) is used as it is
+            ray.init(address=self.settings.address, include_dashboard=False,
+                     runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("HF_")}})
+            self.started_ray = True
+        self.actors = self.settings.actors or self._engines_the_cluster_holds()
+
+    def _engines_the_cluster_holds(self) -> int:
+        import ray
+
+        plan = self.job.plan
+        if self.job.gpu.get("device") != "cuda":
+            return plan.replicas
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus < plan.tensor_parallel_size:
+            raise RuntimeError(f"the Ray cluster has {gpus} GPU(s) but each engine of the plan needs "
+                               f"{plan.tensor_parallel_size} (tensor_parallel_size): add GPU nodes, or plan for "
+                               "fewer GPUs (gpu.tensor_parallel_size)")
+        return gpus // plan.tensor_parallel_size
+
+    def records(self, todo: list[tuple[str, object]], done, tally) -> Iterator[dict]:
+        from ray.data import DataContext
+
+        from caption.job import error_records
+
+        context = DataContext.get_current()
+        tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
+        try:
+            for attempt in range(1 + self.settings.max_retries):
+                pending = [(key, path) for key, path in todo if _undone(self.job, key, done)]
+                if not pending:
+                    return
+                self.passes = attempt + 1
+                for row in self._dataset(pending, done).iter_rows():
+                    tally.decode_s += float(row["decode_s"])
+                    tally.engine_failures += json.loads(row["engine_failures"])
+                    self.seen.add(str(row["actor"]))
+                    yield from json.loads(row["records"])
+        finally:
+            context.max_errored_blocks = tolerated
+        for key, _ in todo:
+            lost = error_records(self.job, done, key,
+                                 f"generate: lost: the engine actor holding this clip died or failed in each of "
+                                 f"{self.passes} attempt(s) (runner.max_retries={self.settings.max_retries}); "
+                                 "caption.log has Ray's reason")
+            self.lost += bool(lost)
+            yield from lost
+
+    def _dataset(self, pending: list[tuple[str, object]], done):
+        import ray
+
+        job, s = self.job, self.settings
+        rows = [{"key": key, "path": str(path),
+                 "done": json.dumps([k for k in _keys(job, key) if done(k)])} for key, path in pending]
+        # one block per clip, so each clip travels (and a batch comes back) on its own
+        decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // s.decode_cpus))
+        decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+            _Decoder, fn_constructor_kwargs={"job": job}, batch_size=1, concurrency=(1, decoders),
+            num_cpus=s.decode_cpus)
+        gpus = job.plan.tensor_parallel_size if job.gpu.get("device") == "cuda" else 0
+        batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
+        return decoded.map_batches(
+            _CaptionActor, fn_constructor_kwargs={"job": job}, batch_size=batch, concurrency=self.actors,
+            num_cpus=s.engine_cpus, num_gpus=gpus or None,
+            # restart a dead actor (a new engine) for the batches to come; the batch it held fails
+            # at once and runs again in the next pass, so retries are counted in one place
+            max_restarts=-1, max_task_retries=0)
+
+    def stats(self) -> dict:
+        return {"runner": "ray", "engine_actors": self.actors, "actors_seen": sorted(self.seen) or None,
+                "ray_passes": self.passes, "clips_lost": self.lost}
+
+    def close(self) -> None:
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
+            self.started_ray = False
+
+
+def _keys(job: JobConfig, key: str) -> list[tuple]:
+    from caption.job import _keys as keys
+
+    return keys(job, key)
+
+
+def _undone(job: JobConfig, key: str, done) -> bool:
+    return not all(done(k) for k in _keys(job, key))
+
+
+class _Decoder:
+    """Decodes clips in a Ray worker with the local runner's decoder: a process of its own with the
+    per-clip deadline (video.timeout_s), replaced when a clip hangs or crashes it. Decoded clips
+    travel to the engine actors pickled."""
+
+    def __init__(self, job: JobConfig):
+        from video_io.workers import DecodePool
+
+        self.pool = DecodePool(job.decode, 1, job.decode_timeout_s).__enter__()
+
+    def __call__(self, batch: dict) -> dict:
+        paths = [str(p) for p in batch["path"]]
+        results = {r.path: r for r in self.pool.imap(paths)}
+        return {"key": batch["key"], "done": batch["done"],
+                "decoded": np.array([pickle.dumps(results[p]) for p in paths], dtype=object)}
+
+    def __del__(self):
+        self.pool.close()
+
+
+class _CaptionActor:
+    """One engine, captioning batches of decoded clips with the job's own code (caption_clips)."""
+
+    def __init__(self, job: JobConfig):
+        from caption.admission import PositionLimits
+        from caption.job import _EngineSupervisor
+
+        self.cores, self._lock = _claim_cores(job)
+        if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
+            env = dict(job.gpu.get("env") or {}, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
+            job = dataclasses.replace(job, gpu=dict(job.gpu, env=env))
+        self.job = job
+        self.supervisor = _EngineSupervisor(job)
+        self.supervisor.start()
+        self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+        cores = "" if self.cores is None else f" cores {','.join(map(str, self.cores))}"
+        self.name = f"{socket.gethostname()} pid {os.getpid()}{cores}"
+
+    def __call__(self, batch: dict) -> dict:
+        from caption.job import caption_clips
+        from caption.outcome import EngineDied
+        from caption.summary import JobTally
+
+        decoded = [pickle.loads(b) for b in batch["decoded"]]
+        keys = {d.path: str(key) for d, key in zip(decoded, batch["key"])}
+        done = {tuple(k) for dump in batch["done"] for k in json.loads(dump)}
+        tally = JobTally()
+        try:
+            records = list(caption_clips(decoded, keys, self.job, self.supervisor, self.limits,
+                                         done.__contains__, tally))
+        except EngineDied:
+            # this actor's engine is gone for good: end the process, Ray starts a fresh actor and the
+            # driver retries the batch's clips in its next pass
+            os._exit(1)
+        return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
+                "decode_s": np.array([tally.decode_s]), "actor": np.array([self.name], dtype=object),
+                "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
+
+
+def _claim_cores(job: JobConfig):
+    """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
+    (runner.engine_cpus of them) no other engine actor holds, with a lock file the OS releases when this
+    process dies, so a restarted actor gets the cores back. (cores, lock) or (None, None)."""
+    env = job.gpu.get("env") or {}
+    if job.gpu.get("device") != "cpu" or str(env.get("VLLM_CPU_OMP_THREADS_BIND")) != "all":
+        return None, None
+    cores = sorted(os.sched_getaffinity(0))
+    size = max(1, min(len(cores), int(job.runner.engine_cpus)))
+    CORE_LOCKS.mkdir(parents=True, exist_ok=True)
+    for start in range(0, len(cores) - size + 1, size):
+        group = cores[start:start + size]
+        lock = open(CORE_LOCKS / f"cores-{group[0]}-{group[-1]}.lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return group, lock
+        except BlockingIOError:
+            lock.close()
+    return None, None  # more engines than core groups: no binding (they share every core)
