@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from caption.admission import PositionLimits, refusal
 from caption.config import JobConfig, load_job_config
 from caption.engines import build_engine
-from caption.engines.base import Request, Result
+from caption.engines.base import Request, Result, StageClock
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.prompts import build_prompt, prompt_format
 from caption.records import RecordStore, check_output, check_summary, keep_existing
@@ -66,9 +66,11 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             paths = {str(path): key for key, path in todo}
             limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
             with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
-                requests = _requests(pool.imap(paths), paths, job, store, tally, limits)
+                decoded = _timed(pool.imap(paths), tally.clock, "decode_wait")
+                requests = _requests(decoded, paths, job, store, tally, limits)
                 for result in supervisor.run(requests, tally):
-                    _write(store, tally, _result_record(result, job), job.fail_fast)
+                    with tally.clock("write"):
+                        _write(store, tally, _result_record(result, job), job.fail_fast)
     except JobInterrupted:
         tally.stopped = "interrupted"
     except EngineDied as exc:
@@ -146,6 +148,20 @@ class _EngineSupervisor:
         self.engine = None
 
 
+def _timed(stream: Iterable, clock: StageClock, stage: str) -> Iterator:
+    """`stream`, with the time spent waiting on each next item counted as `stage`."""
+    iterator = iter(stream)
+    while True:
+        with clock(stage):
+            item = next(iterator, _END)
+        if item is _END:
+            return
+        yield item
+
+
+_END = object()
+
+
 def _scope_notes(job: JobConfig) -> list[str]:
     """What the user should know before trusting the captions."""
     if job.model.trained_on == "caption-synth" and not is_synth_folder(job.input_dir):
@@ -200,6 +216,7 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
             _error_records(job, store, tally, key, f"decode: {result.error}", decode_s=round(result.seconds, 4))
             continue
         clip = result.clip
+        decode_s, indices, backend, notes = clip.decode_seconds, clip.indices, clip.backend, clip.notes
         tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
         refused = refusal(len(clip.frames), metadata, limits, budget)
@@ -208,14 +225,17 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
                            decode_s=round(clip.decode_seconds, 4), decoder=clip.backend)
             continue
         frames = _apply_ablation(clip, job.ablation)
+        del clip, result  # the requests hold the frames; nothing else here may keep them alive
         for video, task, adapter in _keys(job, key):
             if store.done((video, task, adapter)):
                 continue
+            forced = job.forced_lengths.draw(video, task, adapter) if job.forced_lengths is not None else None
             yield Request(key=video, task=task, adapter=adapter,
                           prompt=build_prompt(job.model.family, task), frames=frames,
-                          video_metadata=metadata,
-                          context={"decode_s": clip.decode_seconds, "indices": clip.indices,
-                                   "backend": clip.backend, "notes": clip.notes})
+                          video_metadata=metadata, forced_output_tokens=forced,
+                          context={"decode_s": decode_s, "indices": indices, "frames": len(frames),
+                                   "backend": backend, "notes": notes, "queued_at": time.perf_counter()})
+        del frames
 
 
 def _base_record(job: JobConfig, video: str, task: str, adapter: str | None) -> dict:
@@ -230,7 +250,8 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         "status": "error" if result.error else "ok",
         "caption": None if result.error else result.text,
         "error": f"generate: {result.error}" if result.error else None,
-        "frames": len(r.frames), "frame_indices": r.context.get("indices"),
+        "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
+        "frame_indices": r.context.get("indices"),
         "decoder": r.context.get("backend"),
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason,
@@ -238,6 +259,12 @@ def _result_record(result: Result, job: JobConfig) -> dict:
     })
     if result.ttft_s is not None:
         record["ttft_s"] = round(result.ttft_s, 4)
+    if result.tpot_s is not None:
+        record["tpot_s"] = round(result.tpot_s, 5)
+    if "queued_at" in r.context:  # from the clip's frames reaching the engine side to this record
+        record["latency_s"] = round(time.perf_counter() - r.context["queued_at"], 4)
+    if r.forced_output_tokens is not None:
+        record["forced_output_tokens"] = r.forced_output_tokens
     if job.ablation != "none":
         record["ablation"] = job.ablation
     if r.context.get("notes"):
