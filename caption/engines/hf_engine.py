@@ -115,6 +115,7 @@ class HfEngine:
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
         self.load_s = time.perf_counter() - started
         self.batches = 0
+        self.steps = 0  # forward passes of generate (one per new token of a batch) since reset_stats
         self.clock = StageClock()
 
     def _generate_kwargs(self) -> dict:
@@ -196,6 +197,7 @@ class HfEngine:
                                   tpot_s=(steps[min(n, len(steps)) - 1] - steps[0]) / (n - 1)
                                   if n > 1 and len(steps) > 1 else None))
         self.batches += 1
+        self.steps += len(steps)
         return results
 
     def _batches(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
@@ -230,11 +232,12 @@ class HfEngine:
 
     def reset_stats(self) -> None:
         self.batches = 0
+        self.steps = 0
         self.clock.reset()
 
     def stats(self) -> dict:
         return {"engine_load_s": round(self.load_s, 2), "batches": self.batches,
-                "engine_stages_s": self.clock.as_dict(),
+                "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps,
                 "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 
     def close(self) -> None:

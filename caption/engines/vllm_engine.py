@@ -140,6 +140,7 @@ class VllmEngine:
         self.params = sampling_params(job, stop)
         self._forced_params: dict[int, object] = {}  # forced output length -> its SamplingParams
         self.clock = StageClock()
+        self.steps = 0  # engine steps since reset_stats (each reads the weights once)
         self.max_inflight = int(job.engine_options.get("max_inflight", 256))
         from vllm.lora.request import LoRARequest
 
@@ -222,6 +223,7 @@ class VllmEngine:
                     inflight.clear()
                     raise EngineFailure(reason, unsubmitted=again + waiting) from exc
                 steps += 1
+                self.steps += 1
                 progressed.update(output.request_id for output in outputs)
                 if len(leaders) > 4 * self.max_inflight:  # forget clips long done
                     leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
@@ -251,6 +253,7 @@ class VllmEngine:
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)
         self.clock.reset()
+        self.steps = 0
 
     def stats(self) -> dict:
         now = _counters(self.llm)
@@ -259,7 +262,7 @@ class VllmEngine:
         stats = {"engine_load_s": round(self.load_s, 2), "weight_bytes": self.weight_bytes,
                  "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
                  "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None,
-                 "engine_stages_s": self.clock.as_dict()}
+                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps}
         if self.speculative:
             drafts, accepted = delta["vllm:spec_decode_num_draft_tokens"], delta["vllm:spec_decode_num_accepted_tokens"]
             steps = delta["vllm:spec_decode_num_drafts"]
