@@ -29,12 +29,13 @@ def job_config(clips: Path, overrides: list[str]):
     return load_job_config(cfg)
 
 
-def bench_clips(name: str, n: int, seed: int) -> tuple[Path, list]:
-    """A synthetic clip folder under data/bench (made once) and its clips decoded as the job would."""
+def bench_clips(name: str, n: int, seed: int, overrides: list[str] = ()) -> tuple[Path, list]:
+    """A synthetic clip folder under data/bench (made once) and its clips decoded as the job would
+    (frame count and size are the model preset's: pass the same overrides as the job's)."""
     clips = REPO_ROOT / "data" / "bench" / f"{name}-seed{seed}-n{n}"
     if not (clips / "references.jsonl").exists():
         generate_dataset(clips, n, seed)
-    job = job_config(clips, [])
+    job = job_config(clips, list(overrides))
     with DecodePool(job.decode, workers=2) as pool:
         decoded = sorted(((r.path, r.clip) for r in pool.imap(str(p) for _, p in crawl_videos(clips))),
                          key=lambda item: item[0])

@@ -41,15 +41,21 @@ from video_io.synth.dataset import generate_dataset
 SEED = 707
 
 
-def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: list[str]) -> tuple[dict, list[dict]]:
-    """One `caption` process; its summary and records."""
+def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: list[str],
+            threads: int | None = None) -> tuple[dict, list[dict]]:
+    """One `caption` process; its summary and records. `threads`: compute threads for either engine
+    (OMP_NUM_THREADS; vLLM's own binding off), else the tier's settings (conf/gpu/cpu.yaml)."""
     out.mkdir(parents=True, exist_ok=True)
     output = out / "records.jsonl"
     for stale in (output, Path(f"{output}.summary.json")):
         stale.unlink(missing_ok=True)
     command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
                "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *common, *setting]
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+        command.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{engine} {setting} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     records = [json.loads(line) for line in open(output, encoding="utf-8")]
@@ -147,6 +153,9 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--latency-target-s", type=float, default=30.0, help="goodput counts videos within this")
     ap.add_argument("--out", type=Path, default=None, help="default data/bench/engines-<model>")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="compute threads for both engines (OMP_NUM_THREADS, vLLM binding off); default: the tier's "
+                         "(vLLM binds every CPU). On a machine shared with other work, 1 avoids OpenMP barrier waits")
     args = ap.parse_args()
 
     out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}"
@@ -164,7 +173,7 @@ def main() -> int:
         for size in sizes:
             setting = f"{key.split('.')[-1]}={size}"
             print(f"running {engine} {setting} ...", file=sys.stderr, flush=True)
-            summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common)
+            summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common, args.threads)
             rows.append(row(engine, setting, summary, records, args.latency_target_s, model, bandwidth) | {"size": size})
     hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
     vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
@@ -174,12 +183,13 @@ def main() -> int:
     same_work = len(set(tokens.values())) == 1
 
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
-             f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu=cpu")
+             f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu=cpu"
+             + (f", {args.threads} thread(s)" if args.threads else ""))
     print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (numpy copy); "
           f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
     print_table(rows, hf_best, args.latency_target_s)
     print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
-    result = {"model": args.model, "clips": args.n, "bandwidth_gbs": round(bandwidth, 2), **model,
+    result = {"model": args.model, "clips": args.n, "threads": args.threads, "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
