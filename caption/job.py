@@ -60,12 +60,13 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     supervisor = _EngineSupervisor(job, engine)
     try:
         if todo:
-            supervisor.start()
-            tally.generation_started = time.perf_counter()
-            tally.start_progress(tally.requests_todo, job.progress)
             paths = {str(path): key for key, path in todo}
             limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+            # decoder processes start (spawned: seconds of imports each) while the engine loads
             with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
+                supervisor.start()
+                tally.generation_started = time.perf_counter()
+                tally.start_progress(tally.requests_todo, job.progress)
                 decoded = _timed(pool.imap(paths), tally.clock, "decode_wait")
                 requests = _requests(decoded, paths, job, store, tally, limits)
                 for result in supervisor.run(requests, tally):

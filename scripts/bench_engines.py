@@ -42,7 +42,7 @@ SEED = 707
 
 
 def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: list[str],
-            threads: int | None = None) -> tuple[dict, list[dict]]:
+            threads: int | None = None, env_extra: dict | None = None) -> tuple[dict, list[dict]]:
     """One `caption` process; its summary and records. `threads`: compute threads for either engine
     (OMP_NUM_THREADS; vLLM's own binding off), else the tier's settings (conf/gpu/cpu.yaml)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: lis
         stale.unlink(missing_ok=True)
     command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
                "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *common, *setting]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
         command.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")

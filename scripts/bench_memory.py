@@ -47,14 +47,18 @@ def folder(n: int, base: Path | None, distinct: bool) -> Path:
     return path
 
 
-def run(clips: Path, engine: str, overrides: list[str], out: Path) -> dict:
+def run(clips: Path, engine: str, overrides: list[str], out: Path, threads: int | None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     output = out / "records.jsonl"
     for stale in (output, Path(f"{output}.summary.json")):
         stale.unlink(missing_ok=True)
     command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
                "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *overrides]
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if threads is not None:  # as scripts/bench_engines.py --threads
+        env["OMP_NUM_THREADS"] = str(threads)
+        command.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{clips} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(Path(f"{output}.summary.json").read_text())
@@ -67,6 +71,7 @@ def main() -> int:
     ap.add_argument("--engine", choices=("vllm", "hf"), default="vllm")
     ap.add_argument("--model", choices=MODELS, default="embedded")
     ap.add_argument("--distinct", action="store_true", help="generate the large folder instead of symlinking")
+    ap.add_argument("--threads", type=int, default=None, help="compute threads (see bench_engines.py --threads)")
     ap.add_argument("--tokens", type=int, default=8, help="forced output tokens per request (median; 4x max)")
     args = ap.parse_args()
     overrides = [*model_overrides(args.model), f"sampling.max_new_tokens={4 * args.tokens}",
@@ -77,7 +82,7 @@ def main() -> int:
     rows = {}
     for n, clips in ((args.small, small), (args.large, large)):
         print(f"running {n} clips ...", file=sys.stderr, flush=True)
-        rows[n] = run(clips, args.engine, overrides, out / str(n))
+        rows[n] = run(clips, args.engine, overrides, out / str(n), args.threads)
     print(f"\n{args.engine}, {args.model} model, forced lengths median {args.tokens}, one `caption` process per row\n")
     print("| clips | peak RSS (GiB) | videos/s | generation wall (s) | records ok |")
     print("|---|---|---|---|---|")
