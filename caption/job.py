@@ -72,6 +72,7 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
                 for result in supervisor.run(requests, tally):
                     with tally.clock("write"):
                         _write(store, tally, _result_record(result, job), job.fail_fast)
+                tally.generation_ended = time.perf_counter()  # before decoders and engine shut down
     except JobInterrupted:
         tally.stopped = "interrupted"
     except EngineDied as exc:

@@ -24,6 +24,7 @@ class JobTally:
     failures: dict[str, str] = field(default_factory=dict)  # video -> first error
     started: float = field(default_factory=time.perf_counter)
     generation_started: float | None = None
+    generation_ended: float | None = None  # the last record written (engine and decoder shut-down come after)
     requests_todo: int = 0  # (video, task, adapter) records this job set out to write
     stopped: str | None = None  # None: ran to the end; else interrupted | engine died | fail_fast
     stop_reason: str | None = None
@@ -60,7 +61,7 @@ class JobTally:
 
     def summary(self, job, engine_stats: dict) -> dict:
         now = time.perf_counter()
-        gen_wall = now - (self.generation_started or self.started)
+        gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
         videos_run = self.videos_todo
         engine_stats = dict(engine_stats)
         stages = stage_breakdown(self.clock.seconds, engine_stats.pop("engine_stages_s", None) or {}, gen_wall)
