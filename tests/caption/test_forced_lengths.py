@@ -117,3 +117,32 @@ def test_vllm_takes_at_most_max_inflight_requests_ahead_and_keeps_no_frames(job_
     gc.collect()
     assert answered == 12 and most_ahead <= 3
     assert [w() is None for w in watched] == [True] * 12
+
+
+@pytest.mark.slow
+def test_the_job_forces_the_drawn_lengths_and_reports_where_its_time_went(compose_config, synth_dir, tmp_path,
+                                                                           hf_engine):
+    """The job draws each request's length from its identity and records it; the summary splits the
+    generation wall time into stages that add up to it, and says how much of it the engine was idle."""
+    import json
+
+    from caption.job import run_job
+
+    out = tmp_path / "o.jsonl"
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={out}", "engine=hf", "progress=false",
+                          "tasks=[caption,motion]", "references=null", "sampling.max_new_tokens=40",
+                          "benchmark.output_tokens={median:12,sigma:0.8,min:2,max:40,seed:3}"])
+    summary = run_job(cfg, engine=hf_engine)
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    drawn = ForcedLengths(median=12, sigma=0.8, min=2, max=40, seed=3)
+    assert len(records) == 12 and all(r["status"] == "ok" for r in records)
+    for r in records:
+        assert r["output_tokens"] == r["forced_output_tokens"] == drawn.draw(r["video"], r["task"], None)
+        assert r["latency_s"] >= r["generate_s"] > 0 and r["ttft_s"] > 0 and r["frames"] == 8
+    assert len({r["output_tokens"] for r in records}) > 3
+    stages = summary["stages_s"]
+    assert set(stages) == {"decode_wait", "processor", "engine_step", "write", "other"}
+    assert stages["engine_step"] > 0 and stages["processor"] > 0
+    assert abs(sum(stages.values()) - summary["generation_wall_s"]) < 0.05
+    assert summary["engine_idle_fraction"] == pytest.approx(1 - stages["engine_step"] / summary["generation_wall_s"],
+                                                            abs=0.01)
