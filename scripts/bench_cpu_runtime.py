@@ -27,7 +27,7 @@ from caption.config import REPO_ROOT
 from video_io.synth.dataset import generate_dataset
 
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-IOMP = str(Path(sys.executable).resolve().parents[1] / "lib" / "libiomp5.so")
+IOMP = str(Path(sys.prefix) / "lib" / "libiomp5.so")  # PyPI intel-openmp installs it into the environment
 
 
 def main() -> int:
