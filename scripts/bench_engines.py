@@ -134,7 +134,9 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size / max_num_seqs")
     ax.set_ylabel("videos/s (whole job)")
-    ax.set_title(title, fontsize=9)
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=8)
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
