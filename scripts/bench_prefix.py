@@ -45,8 +45,16 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="runs per cell; the faster is kept")
     ap.add_argument("--model", choices=MODELS, default="embedded",
                     help="embedded: the 2.2M model (prefill nearly free); bench: random-weight Qwen2.5-VL ~157M")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="one unbound OpenMP thread pool of this size (as bench_engines.py --threads); "
+                         "default: the tier's binding")
     args = ap.parse_args()
     overrides = model_overrides(args.model)
+    if args.threads is not None:  # before vLLM (and torch's thread pool) start
+        import os
+
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        overrides.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
     clips, decoded = bench_clips("prefix", args.n, SEED, overrides)
 
     rows = []
