@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from caption.adapters import Adapter, AdapterError, load_adapters
+from caption.forced_lengths import ForcedLengths
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
 from caption.sweep import in_multirun
 from quant.errors import PlanError
@@ -109,6 +110,7 @@ class JobConfig:
     include_base: bool = True  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int = 16
     speculative: dict | None = None  # vLLM speculative_config
+    forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
     raw: dict = field(repr=False, default_factory=dict)
 
     @property
@@ -271,6 +273,25 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
     return config
 
 
+def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLengths | None:
+    """`benchmark.output_tokens`: forced lengths, within what the plan sized memory for."""
+    value = OmegaConf.select(cfg, "benchmark.output_tokens", default=None)
+    try:
+        if value is not None and not OmegaConf.is_dict(value):
+            raise ValueError(f"expected null or a mapping, got {value!r}")
+        lengths = ForcedLengths.from_config(None if value is None else OmegaConf.to_container(value, resolve=True))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"`benchmark.output_tokens`: {exc}") from None
+    if lengths is not None and lengths.max > sampling.max_new_tokens:
+        raise ConfigError(f"`benchmark.output_tokens.max={lengths.max}` exceeds `sampling.max_new_tokens="
+                          f"{sampling.max_new_tokens}`, which the plan sizes memory for: add "
+                          f"sampling.max_new_tokens={lengths.max} (or lower the max)")
+    if lengths is not None and sampling.num_beams > 1:
+        raise ConfigError("`benchmark.output_tokens` forces lengths per request, which beam search does not "
+                          "have: use a sampling preset with num_beams=1")
+    return lengths
+
+
 def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engine: str) -> Plan:
     """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory.
     With plan_only, and in a sweep (one refused job must not end the others), a combination that
@@ -347,6 +368,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         _positive(cfg.limit, "limit")
     _choice(cfg.engine.name, ENGINES, "engine")
     model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
+    forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
     plan = _plan(cfg, sampling, decode, _requested_engine(cfg, sampling, spec))
     if spec is not None and plan.engine != "vllm":
@@ -376,7 +398,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
         adapters=tuple(adapters), include_base=bool(lora.get("include_base", False)),
-        lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec,
+        lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec, forced_lengths=forced_lengths,
         engine_max_restarts=int(_positive(cfg.engine.max_restarts, "engine.max_restarts", allow_zero=True)),
         runner=_runner(cfg),
         raw=OmegaConf.to_container(cfg, resolve=True),

@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from caption.admission import PositionLimits, refusal
 from caption.config import JobConfig, load_job_config
 from caption.engines import build_engine
-from caption.engines.base import Request, Result
+from caption.engines.base import Request, Result, StageClock
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.prompts import build_prompt, prompt_format
 from caption.records import RecordStore, check_output, check_summary, keep_existing, record_key
@@ -68,7 +68,9 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             tally.start_progress(tally.requests_todo, job.progress)
             for record in runner.records(todo, store.done, tally):
                 if not store.done(record_key(record)):  # a clip retried after its actor died may come twice
-                    _write(store, tally, record, job.fail_fast)
+                    with tally.clock("write"):
+                        _write(store, tally, record, job.fail_fast)
+            tally.generation_ended = time.perf_counter()  # before decoders and engines shut down
     except JobInterrupted:
         tally.stopped = "interrupted"
     except EngineDied as exc:
@@ -111,20 +113,26 @@ class LocalRunner:
         self.job, self.supervisor = job, _EngineSupervisor(job, engine)
 
     def start(self) -> None:
+        job = self.job
+        # decoder processes start (spawned: seconds of imports each) while the engine loads
+        self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s).__enter__()
         self.supervisor.start()
 
     def records(self, todo: list[tuple[str, object]], done, tally: JobTally) -> Iterator[dict]:
         job = self.job
         paths = {str(path): key for key, path in todo}
         limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        with DecodePool(job.decode, job.decode_workers, job.decode_timeout_s) as pool:
-            yield from caption_clips(pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
+        decoded = _timed(self.pool.imap(paths), tally.clock, "decode_wait")
+        yield from caption_clips(decoded, paths, job, self.supervisor, limits, done, tally)
 
     def stats(self) -> dict:
         return {"runner": "local", **self.supervisor.stats()}
 
     def close(self) -> None:
         self.supervisor.close()
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
 
 def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
@@ -193,6 +201,20 @@ class _EngineSupervisor:
         self.engine = None
 
 
+def _timed(stream: Iterable, clock: StageClock, stage: str) -> Iterator:
+    """`stream`, with the time spent waiting on each next item counted as `stage`."""
+    iterator = iter(stream)
+    while True:
+        with clock(stage):
+            item = next(iterator, _END)
+        if item is _END:
+            return
+        yield item
+
+
+_END = object()
+
+
 def _scope_notes(job: JobConfig) -> list[str]:
     """What the user should know before trusting the captions (or the speed)."""
     notes = []
@@ -252,6 +274,7 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
                 emit(record)
             continue
         clip = result.clip
+        decode_s, indices, backend, notes = clip.decode_seconds, clip.indices, clip.backend, clip.notes
         tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
         refused = refusal(len(clip.frames), metadata, limits, budget)
@@ -261,14 +284,17 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
                 emit(record)
             continue
         frames = _apply_ablation(clip, job.ablation)
+        del clip, result  # the requests hold the frames; nothing else here may keep them alive
         for video, task, adapter in _keys(job, key):
             if done((video, task, adapter)):
                 continue
+            forced = job.forced_lengths.draw(video, task, adapter) if job.forced_lengths is not None else None
             yield Request(key=video, task=task, adapter=adapter,
                           prompt=build_prompt(job.model.family, task), frames=frames,
-                          video_metadata=metadata,
-                          context={"decode_s": clip.decode_seconds, "indices": clip.indices,
-                                   "backend": clip.backend, "notes": clip.notes})
+                          video_metadata=metadata, forced_output_tokens=forced,
+                          context={"decode_s": decode_s, "indices": indices, "frames": len(frames),
+                                   "backend": backend, "notes": notes, "queued_at": time.perf_counter()})
+        del frames
 
 
 def _base_record(job: JobConfig, video: str, task: str, adapter: str | None) -> dict:
@@ -283,7 +309,8 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         "status": "error" if result.error else "ok",
         "caption": None if result.error else result.text,
         "error": f"generate: {result.error}" if result.error else None,
-        "frames": len(r.frames), "frame_indices": r.context.get("indices"),
+        "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
+        "frame_indices": r.context.get("indices"),
         "decoder": r.context.get("backend"),
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason,
@@ -291,6 +318,12 @@ def _result_record(result: Result, job: JobConfig) -> dict:
     })
     if result.ttft_s is not None:
         record["ttft_s"] = round(result.ttft_s, 4)
+    if result.tpot_s is not None:
+        record["tpot_s"] = round(result.tpot_s, 5)
+    if "queued_at" in r.context:  # from the clip's frames reaching the engine side to this record
+        record["latency_s"] = round(time.perf_counter() - r.context["queued_at"], 4)
+    if r.forced_output_tokens is not None:
+        record["forced_output_tokens"] = r.forced_output_tokens
     if job.ablation != "none":
         record["ablation"] = job.ablation
     if r.context.get("notes"):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.console import console
+from caption.engines.base import StageClock
 
 
 @dataclass
@@ -23,12 +24,14 @@ class JobTally:
     failures: dict[str, str] = field(default_factory=dict)  # video -> first error
     started: float = field(default_factory=time.perf_counter)
     generation_started: float | None = None
+    generation_ended: float | None = None  # the last record written (engine and decoder shut-down come after)
     requests_todo: int = 0  # (video, task, adapter) records this job set out to write
     stopped: str | None = None  # None: ran to the end; else interrupted | engine died | fail_fast
     stop_reason: str | None = None
     engine_failures: list[str] = field(default_factory=list)
     engine_restarts: int = 0
     kept: list[str] = field(default_factory=list)  # earlier files overwrite=true moved aside
+    clock: StageClock = field(default_factory=StageClock)  # the job's side: decode_wait, write
     _bar: object = None
 
     def start_progress(self, total: int, enabled: bool) -> None:
@@ -58,8 +61,10 @@ class JobTally:
 
     def summary(self, job, engine_stats: dict) -> dict:
         now = time.perf_counter()
-        gen_wall = now - (self.generation_started or self.started)
+        gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
         videos_run = self.videos_todo
+        engine_stats = dict(engine_stats)
+        stages = stage_breakdown(self.clock.seconds, engine_stats.pop("engine_stages_s", None) or {}, gen_wall)
         return {
             "model": job.model.name, "engine": job.engine, "gpu": job.gpu.get("name"),
             "tasks": list(job.tasks), "output": str(job.output),
@@ -71,6 +76,9 @@ class JobTally:
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
             "output_tokens_per_s": round(self.output_tokens / gen_wall, 1) if gen_wall > 0 else None,
             "decode_s_total": round(self.decode_s, 2),
+            "stages_s": stages,
+            "engine_idle_fraction": (round(max(0.0, 1 - stages["engine_step"] / gen_wall), 4)
+                                     if gen_wall > 0 and self.generation_started is not None else None),
             "input_dir": str(job.input_dir),
             "stopped": self.stopped, "stop_reason": self.stop_reason,
             "records_left_undone": self.requests_todo - self.requests_ok - self.requests_error,
@@ -79,6 +87,17 @@ class JobTally:
             **engine_stats,
             "failures": [{"video": v, "error": e} for v, e in sorted(self.failures.items())],
         }
+
+
+def stage_breakdown(job_stages: dict, engine_stages: dict, wall: float) -> dict:
+    """Where the generation wall time of the job's one thread went: waiting on decoder processes,
+    the engine's input processing (vLLM's multimodal processor at submit, transformers' processor),
+    engine steps (the only stage that generates tokens), writing records, and the rest (building
+    requests, bookkeeping). `decode_cpu` is apart: decoder processes' own seconds, in parallel."""
+    stages = {"decode_wait": job_stages.get("decode_wait", 0.0), "processor": engine_stages.get("processor", 0.0),
+              "engine_step": engine_stages.get("engine_step", 0.0), "write": job_stages.get("write", 0.0)}
+    stages["other"] = max(0.0, wall - sum(stages.values()))
+    return {k: round(v, 3) for k, v in stages.items()}
 
 
 def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> None:
@@ -95,6 +114,9 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> No
                 ("speed", f"{rate} videos/s, {summary.get('output_tokens_per_s')} output tokens/s over "
                           f"{summary['generation_wall_s']} s (engine start {summary.get('engine_load_s', '-')} s)"
                  if rate else None),
+                ("time", ", ".join(f"{k} {v} s" for k, v in summary["stages_s"].items())
+                 + f"; engine idle {summary['engine_idle_fraction']:.0%}"
+                 if rate and summary.get("engine_idle_fraction") is not None else None),
                 ("METEOR", f"{summary['meteor']} over {summary.get('meteor_n')} videos" if "meteor" in summary else None),
                 ("peak memory", f"{summary['peak_rss_gib']} GiB"),
                 ("records", summary["output"])]

@@ -1,11 +1,25 @@
-"""vLLM against the transformers baseline: the whole caption job, same clips, one run each.
+"""vLLM against the best transformers setting: the whole caption job, same clips, forced varied lengths.
 
-    python scripts/bench_engines.py           # 200 clips, ~2 min on 2 cores
-    python scripts/bench_engines.py --n 400
+    python scripts/bench_engines.py --model bench       # random-weight Qwen2.5-VL, ~157M parameters
+    python scripts/bench_engines.py --model embedded    # the 2.2M-parameter model in assets/ (all overhead)
+    python scripts/bench_engines.py --model bench --n 96 --hf-batch 8 16 32 --max-num-seqs 16 32 64
 
-Each row is the real `caption` job in a fresh process (decoding in worker processes included),
-greedy, on the same synthetic clips; throughput counts from the first decoded clip to the last
-record (engine start-up excluded, reported apart). The captions of both engines are compared.
+Every row is the real `caption` job in a fresh process (decoding in worker processes included) on
+the same synthetic clips. Output lengths are forced per request (`benchmark.output_tokens`: a
+log-normal, median 40 tokens, clipped to 8-200, drawn from each request's identity), so both
+engines do exactly the same work, of the varied shape real captions have. Throughput counts from
+engine ready to the last record; engine start-up is reported apart. transformers is swept over
+batch sizes, vLLM over `gpu.max_num_seqs`; vLLM's best is compared with transformers' best.
+
+Per row: videos/s, output tokens/s, TTFT and time per output token (p50/p99), per-video latency
+(the clip's frames reaching the engine side -> its last record written) p50/p99, goodput (videos/s
+within --latency-target-s), peak RSS of the job process, engine start-up, where the job's time
+went (decode wait, processor, engine steps, write; engine idle fraction), and the memory-bandwidth
+utilisation of engine steps: (language-model weights x steps + KV bytes the requests' contexts
+read) / engine-step seconds, over this machine's bandwidth measured by a numpy copy.
+
+Writes <out>/results.json, <out>/throughput.png and prints a markdown table; the last line is one
+JSON object: vllm_videos_per_s, hf_best_videos_per_s, ratio, and the settings they came from.
 """
 
 from __future__ import annotations
@@ -15,8 +29,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+from collections import defaultdict
 from pathlib import Path
+
+from bench_common import (BENCH_MODEL_DIR, EMBEDDED_MODEL_DIR, decoder_bytes, measure_bandwidth_gbs, model_overrides,
+                          percentile)
 
 from caption.config import REPO_ROOT
 from video_io.synth.dataset import generate_dataset
@@ -24,37 +41,168 @@ from video_io.synth.dataset import generate_dataset
 SEED = 707
 
 
-def run(engine: str, clips: Path, out_dir: Path, extra: list[str]) -> tuple[dict, dict]:
-    output = out_dir / f"{engine}.jsonl"
-    command = [str(Path(sys.executable).parent / "caption"), f"input_dir={clips}", f"output={output}",
-               f"engine={engine}", "resume=false", "progress=false", f"hydra.run.dir={out_dir / engine}", *extra]
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: list[str],
+            threads: int | None = None, env_extra: dict | None = None) -> tuple[dict, list[dict]]:
+    """One `caption` process; its summary and records. `threads`: compute threads for either engine
+    (OMP_NUM_THREADS; vLLM's own binding off), else the tier's settings (conf/gpu/cpu.yaml)."""
+    out.mkdir(parents=True, exist_ok=True)
+    output = out / "records.jsonl"
+    for stale in (output, Path(f"{output}.summary.json")):
+        stale.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
+               "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *common, *setting]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+        command.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"{engine} failed:\n{proc.stderr[-3000:]}")
-    captions = {json.loads(l)["video"]: json.loads(l)["caption"] for l in open(output, encoding="utf-8")}
-    return json.loads(Path(f"{output}.summary.json").read_text()), captions
+        raise SystemExit(f"{engine} {setting} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    records = [json.loads(line) for line in open(output, encoding="utf-8")]
+    return json.loads(Path(f"{output}.summary.json").read_text()), records
+
+
+def row(engine: str, setting: str, summary: dict, records: list[dict], target_s: float, model: dict,
+        bandwidth_gbs: float) -> dict:
+    ok = [r for r in records if r["status"] == "ok"]
+    per_video: dict[str, float] = defaultdict(float)
+    for r in ok:
+        per_video[r["video"]] = max(per_video[r["video"]], r.get("latency_s", 0.0))
+    wall = summary["generation_wall_s"]
+    stages = summary["stages_s"]
+    steps = summary.get("engine_steps") or 0
+    kv_tokens = sum(r["output_tokens"] * r["prompt_tokens"] + r["output_tokens"] * (r["output_tokens"] - 1) // 2
+                    for r in ok)
+    step_s = stages["engine_step"]
+    read_gbs = (model["weight_bytes"] * steps + model["kv_bytes_per_token"] * kv_tokens) / step_s / 1e9 if step_s else 0
+    latencies = list(per_video.values())
+    return {
+        "engine": engine, "setting": setting, "videos": summary["videos_run"], "requests_ok": len(ok),
+        "videos_per_s": summary["videos_per_s"], "output_tokens": summary["output_tokens"],
+        "output_tokens_per_s": summary["output_tokens_per_s"], "generation_wall_s": wall,
+        "ttft_p50_s": percentile([r["ttft_s"] for r in ok if "ttft_s" in r], 50),
+        "ttft_p99_s": percentile([r["ttft_s"] for r in ok if "ttft_s" in r], 99),
+        "tpot_p50_ms": _ms(percentile([r["tpot_s"] for r in ok if "tpot_s" in r], 50)),
+        "tpot_p99_ms": _ms(percentile([r["tpot_s"] for r in ok if "tpot_s" in r], 99)),
+        "video_latency_p50_s": percentile(latencies, 50), "video_latency_p99_s": percentile(latencies, 99),
+        "goodput_videos_per_s": sum(x <= target_s for x in latencies) / wall if wall else None,
+        "peak_rss_gib": summary["peak_rss_gib"], "engine_load_s": summary.get("engine_load_s"),
+        "process_wall_s": summary["wall_s"], "stages_s": stages,
+        "decode_cpu_s": summary["decode_s_total"], "engine_idle_fraction": summary["engine_idle_fraction"],
+        "engine_steps": steps, "steps_per_s": steps / step_s if step_s else None,
+        "bytes_read_gbs": read_gbs, "bandwidth_utilisation": read_gbs / bandwidth_gbs,
+        "forced_lengths_match": all(r["output_tokens"] == r.get("forced_output_tokens") for r in ok),
+    }
+
+
+def _ms(seconds):
+    return None if seconds is None else 1000 * seconds
+
+
+def _f(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_table(rows: list[dict], hf_best: dict, target_s: float) -> None:
+    print("| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
+          f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util | vs best transformers |")
+    print("|" + "---|" * 13)
+    for r in rows:
+        print(f"| {r['engine']} | {r['setting']} | {_f(r['videos_per_s'])} | {_f(r['output_tokens_per_s'], 1)} | "
+              f"{_f(r['ttft_p50_s'])} / {_f(r['ttft_p99_s'])} | {_f(r['tpot_p50_ms'], 1)} / {_f(r['tpot_p99_ms'], 1)} | "
+              f"{_f(r['video_latency_p50_s'])} / {_f(r['video_latency_p99_s'])} | {_f(r['goodput_videos_per_s'])} | "
+              f"{_f(r['peak_rss_gib'])} | {_f(r['engine_load_s'], 1)} | {r['engine_idle_fraction']:.0%} | "
+              f"{r['bandwidth_utilisation']:.1%} | {r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
+    print("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
+    for r in rows:
+        s = r["stages_s"]
+        print(f"- {r['engine']} {r['setting']}: {s['decode_wait']} / {s['processor']} / {s['engine_step']} / "
+              f"{s['write']} / {s['other']}; decoders {r['decode_cpu_s']} CPU-s; {r['engine_steps']} engine steps, "
+              f"{_f(r['steps_per_s'], 1)} steps/s, {_f(r['bytes_read_gbs'])} GB/s read")
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for engine, label, marker in (("hf", "transformers (batch size)", "o"), ("vllm", "vLLM (max_num_seqs)", "s")):
+        points = sorted((r["size"], r["videos_per_s"]) for r in rows if r["engine"] == engine)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size / max_num_seqs")
+    ax.set_ylabel("videos/s (whole job)")
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=8)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--hf-batch", type=int, default=16, help="transformers batch size")
+    ap.add_argument("--model", choices=("bench", "embedded"), default="bench")
+    ap.add_argument("--n", type=int, default=96, help="clips")
+    ap.add_argument("--hf-batch", type=int, nargs="+", default=[8, 16, 32], help="transformers batch sizes")
+    ap.add_argument("--max-num-seqs", type=int, nargs="+", default=[16, 32, 64], help="vLLM gpu.max_num_seqs")
+    ap.add_argument("--median", type=float, default=40)
+    ap.add_argument("--sigma", type=float, default=0.6)
+    ap.add_argument("--min-tokens", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--latency-target-s", type=float, default=30.0, help="goodput counts videos within this")
+    ap.add_argument("--out", type=Path, default=None, help="default data/bench/engines-<model>")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="compute threads for both engines (OMP_NUM_THREADS, vLLM binding off); default: the tier's "
+                         "(vLLM binds every CPU). On a machine shared with other work, 1 avoids OpenMP barrier waits")
     args = ap.parse_args()
+
+    out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}"
     clips = REPO_ROOT / "data" / "bench" / f"engines-seed{SEED}-n{args.n}"
     if not (clips / "references.jsonl").exists():
         generate_dataset(clips, args.n, SEED)
-    with tempfile.TemporaryDirectory() as tmp:
-        vllm, vllm_caps = run("vllm", clips, Path(tmp), [])
-        hf, hf_caps = run("hf", clips, Path(tmp), [f"engine.batch_size={args.hf_batch}"])
-    same = sum(vllm_caps[v] == hf_caps.get(v) for v in vllm_caps) / len(vllm_caps)
-    print(f"\n{args.n} clips (seed {SEED}), greedy, gpu=cpu, embedded model, one `caption` process per row\n")
-    print("| engine | videos/s | output tok/s | engine start (s) | peak RSS (GiB) | METEOR | vs transformers |")
-    print("|---|---|---|---|---|---|---|")
-    for name, s in (("transformers (batch %d)" % args.hf_batch, hf), ("vLLM", vllm)):
-        print(f"| {name} | {s['videos_per_s']:.2f} | {s['output_tokens_per_s']:.1f} | {s['engine_load_s']:.1f} | "
-              f"{s['peak_rss_gib']:.2f} | {s.get('meteor', float('nan')):.4f} | "
-              f"{s['videos_per_s'] / hf['videos_per_s']:.2f}x |")
-    print(f"\nidentical captions: {same:.0%} of {len(vllm_caps)}")
+    lengths = (f"{{median:{args.median},sigma:{args.sigma},min:{args.min_tokens},max:{args.max_tokens},seed:0}}")
+    common = [*model_overrides(args.model), f"sampling.max_new_tokens={args.max_tokens}",
+              f"benchmark.output_tokens={lengths}"]
+    bandwidth = measure_bandwidth_gbs()
+    model = decoder_bytes(str(BENCH_MODEL_DIR if args.model == "bench" else EMBEDDED_MODEL_DIR))
+
+    rows = []
+    for engine, sizes, key in (("hf", args.hf_batch, "engine.batch_size"), ("vllm", args.max_num_seqs, "gpu.max_num_seqs")):
+        for size in sizes:
+            setting = f"{key.split('.')[-1]}={size}"
+            print(f"running {engine} {setting} ...", file=sys.stderr, flush=True)
+            summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common, args.threads)
+            rows.append(row(engine, setting, summary, records, args.latency_target_s, model, bandwidth) | {"size": size})
+    hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
+    vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
+    if not all(r["forced_lengths_match"] for r in rows):
+        raise SystemExit("some request did not get its forced length: the engines did different work")
+    tokens = {r["engine"] + r["setting"]: r["output_tokens"] for r in rows}
+    same_work = len(set(tokens.values())) == 1
+
+    title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
+             f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu=cpu"
+             + (f", {args.threads} thread(s)" if args.threads else ""))
+    print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (numpy copy); "
+          f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
+    print_table(rows, hf_best, args.latency_target_s)
+    print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
+    result = {"model": args.model, "clips": args.n, "threads": args.threads, "bandwidth_gbs": round(bandwidth, 2), **model,
+              "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
+                                 "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(rows, out / "throughput.png", title)
+    print(f"\nwrote {out / 'results.json'} and {out / 'throughput.png'}")
+    print(json.dumps({"model": args.model, "clips": args.n, "vllm_videos_per_s": vllm_best["videos_per_s"],
+                      "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
+                      "hf_best_setting": hf_best["setting"],
+                      "ratio": round(vllm_best["videos_per_s"] / hf_best["videos_per_s"], 3),
+                      "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
+                      "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}))
     return 0
 
 

@@ -2,6 +2,7 @@
 
     python scripts/bench_prefix.py            # 48 clips, ~2 min on 2 cores
     python scripts/bench_prefix.py --n 96
+    python scripts/bench_prefix.py --model bench --n 32    # the ~157M random-weight Qwen2.5-VL
 
 Same decoded clips, same vLLM settings, one engine with `enable_prefix_caching` on and one with
 it off. Three prompts per video (caption, keywords, motion) share the system prompt and the
@@ -17,7 +18,7 @@ import statistics
 import sys
 import time
 
-from bench_common import bench_clips, job_config, requests
+from bench_common import MODELS, bench_clips, job_config, model_overrides, requests
 
 from caption.engines.base import Request
 from caption.engines.vllm_engine import VllmEngine
@@ -42,12 +43,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2, help="runs per cell; the faster is kept")
+    ap.add_argument("--model", choices=MODELS, default="embedded",
+                    help="embedded: the 2.2M model (prefill nearly free); bench: random-weight Qwen2.5-VL ~157M")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="one unbound OpenMP thread pool of this size (as bench_engines.py --threads); "
+                         "default: the tier's binding")
     args = ap.parse_args()
-    clips, decoded = bench_clips("prefix", args.n, SEED)
+    overrides = model_overrides(args.model)
+    if args.threads is not None:  # before vLLM (and torch's thread pool) start
+        import os
+
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        overrides.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
+    clips, decoded = bench_clips("prefix", args.n, SEED, overrides)
 
     rows = []
     for caching in (False, True):
-        cfg = job_config(clips, [f"engine.enable_prefix_caching={str(caching).lower()}"])
+        cfg = job_config(clips, [*overrides, f"engine.enable_prefix_caching={str(caching).lower()}",
+                                 "tasks=[caption,keywords,motion]"])  # sizes the processor cache for 3 per video
         engine = VllmEngine(cfg, prompt_format(cfg.model.family).stop)
         try:
             for tasks in (("caption",), ("caption", "keywords", "motion")):
@@ -58,7 +71,8 @@ def main() -> int:
         finally:
             engine.close()
 
-    print(f"\n{args.n} clips, vLLM on gpu=cpu, embedded model, best of {args.repeats} runs per cell\n")
+    print(f"\n{args.n} clips, vLLM on gpu=cpu, {args.model} model ({cfg.model.name}), best of {args.repeats} runs "
+          f"per cell\n")
     print("| prompts/video | prefix caching | requests | TTFT median (ms) | total (s) | requests/s | hit rate | speed-up |")
     print("|---|---|---|---|---|---|---|---|")
     off = {n: m for caching, n, m in rows if not caching}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Protocol
 
@@ -17,6 +20,7 @@ class Request:
     frames: np.ndarray  # (T, H, W, 3) uint8
     video_metadata: dict  # total_num_frames, fps, duration, frames_indices, ...
     context: dict = field(default_factory=dict)  # the job's own data, passed through untouched
+    forced_output_tokens: int | None = None  # benchmarks only: generate exactly this many tokens (caption/forced_lengths.py)
 
     @property
     def request_id(self) -> str:
@@ -32,6 +36,7 @@ class Result:
     finish_reason: str | None = None
     generate_s: float = 0.0
     ttft_s: float | None = None  # time to first token, where the engine reports it
+    tpot_s: float | None = None  # time per output token after the first, where the engine reports it
     error: str | None = None
 
 
@@ -59,3 +64,25 @@ def pull(requests: Iterator[Request], n: int) -> list[Request]:
         if len(batch) >= n:
             break
     return batch
+
+
+class StageClock:
+    """Seconds spent per named stage of one thread's loop (`with clock("engine_step"): ...`).
+    Stages timed by one clock never overlap, so their sum is at most the wall time."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, stage: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - started
+
+    def reset(self) -> None:
+        self.seconds.clear()
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.seconds.items()}

@@ -9,8 +9,50 @@ from __future__ import annotations
 import time
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, pull
+from caption.engines.base import Request, Result, StageClock, pull
 from caption.prompts import prompt_format
+
+
+class _RowLengths:
+    """Per-row stopping for `generate` (a StoppingCriteria: a bool per row) plus a logits processor
+    that keeps end-of-sequence and stop tokens away from a row until it has its forced length, so
+    each forced row gets exactly n tokens; rows without one stop as usual (at most `cap` tokens).
+    Also notes when each step finished: TTFT and time per output token of a static batch."""
+
+    def __init__(self, torch, width: int, forced: list[int | None], cap: int, stop_ids: list[int]):
+        self.torch, self.width = torch, width
+        self.forced = torch.tensor([n if n is not None else 0 for n in forced])
+        self.limit = torch.tensor([n if n is not None else cap for n in forced])
+        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
+        self.step_times: list[float] = []
+
+    def stopping(self):
+        from transformers import StoppingCriteria
+
+        rows = self
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                rows.step_times.append(time.perf_counter())
+                return (input_ids.shape[1] - rows.width) >= rows.limit.to(input_ids.device)
+
+        return _Stop()
+
+    def logits_processor(self):
+        from transformers import LogitsProcessor
+
+        rows = self
+
+        class _HoldStops(LogitsProcessor):
+            def __call__(self, input_ids, scores):
+                if len(rows.stop_ids):
+                    short = (input_ids.shape[1] - rows.width) < rows.forced.to(scores.device)
+                    held = scores[:, rows.stop_ids.to(scores.device)]
+                    scores[:, rows.stop_ids.to(scores.device)] = rows.torch.where(
+                        short[:, None], rows.torch.full_like(held, -float("inf")), held)
+                return scores
+
+        return _HoldStops()
 
 
 
@@ -73,6 +115,8 @@ class HfEngine:
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
         self.load_s = time.perf_counter() - started
         self.batches = 0
+        self.steps = 0  # forward passes of generate (one per new token of a batch) since reset_stats
+        self.clock = StageClock()
 
     def _generate_kwargs(self) -> dict:
         s = self.sampling
@@ -98,34 +142,62 @@ class HfEngine:
         self.model.set_adapter(adapter)
         return contextlib.nullcontext()
 
+    def _row_lengths(self, batch: list[Request], width: int, kwargs: dict) -> _RowLengths:
+        """Per-row lengths: forced rows get exactly their n (generation stops with the last row)."""
+        forced = [r.forced_output_tokens for r in batch]
+        stops = set(kwargs.get("eos_token_id") or []) | set(self.stop_ids)
+        eos = self.model.generation_config.eos_token_id
+        stops |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        rows = _RowLengths(self.torch, width, forced, self.sampling.max_new_tokens, sorted(stops))
+        if any(n is not None for n in forced):
+            from transformers import LogitsProcessorList
+
+            kwargs.update(max_new_tokens=int(rows.limit.max()), min_new_tokens=None,
+                          logits_processor=LogitsProcessorList([rows.logits_processor()]))
+        from transformers import StoppingCriteriaList
+
+        kwargs["stopping_criteria"] = StoppingCriteriaList([rows.stopping()])
+        return rows
+
     def _run_batch(self, batch: list[Request]) -> list[Result]:
         from transformers.video_utils import VideoMetadata
 
         started = time.perf_counter()
         metadata = [VideoMetadata(**{k: v for k, v in r.video_metadata.items() if k != "do_sample_frames"})
                     for r in batch]
-        inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
-                                video_metadata=metadata, do_sample_frames=False, **self.processor_kwargs,
-                                padding=True, return_tensors="pt").to(self.device)
-        with self.torch.inference_mode(), self._adapter_context(batch[0].adapter):
-            out = self.model.generate(**inputs, **self._generate_kwargs())
+        with self.clock("processor"):
+            inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
+                                    video_metadata=metadata, do_sample_frames=False, **self.processor_kwargs,
+                                    padding=True, return_tensors="pt").to(self.device)
         width = inputs["input_ids"].shape[1]
+        kwargs = self._generate_kwargs()
+        rows = self._row_lengths(batch, width, kwargs)
+        with self.torch.inference_mode(), self._adapter_context(batch[0].adapter), self.clock("engine_step"):
+            out = self.model.generate(**inputs, **kwargs)
         new_tokens = out[:, width:]
         elapsed = time.perf_counter() - started
         results = []
         pad = self.processor.tokenizer.pad_token_id
         eos = set(self._generate_kwargs().get("eos_token_id") or [])
+        steps = rows.step_times
         for row, request in enumerate(batch):
             ids = new_tokens[row].tolist()
-            stopped = next((i for i, t in enumerate(ids) if t in eos), None)
-            kept = ids[:stopped] if stopped is not None else [t for t in ids if t != pad]
+            if request.forced_output_tokens is not None:
+                kept, stopped = ids[:request.forced_output_tokens], None
+            else:
+                stopped = next((i for i, t in enumerate(ids) if t in eos), None)
+                kept = ids[:stopped] if stopped is not None else [t for t in ids if t != pad]
             text = self.processor.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            n = len(kept) + (stopped is not None)
             results.append(Result(request, text=text,
                                   prompt_tokens=int(inputs["attention_mask"][row].sum()),
-                                  output_tokens=len(kept) + (stopped is not None),
+                                  output_tokens=n,
                                   finish_reason="stop" if stopped is not None else "length",
-                                  generate_s=elapsed))
+                                  generate_s=elapsed, ttft_s=steps[0] - started if steps else None,
+                                  tpot_s=(steps[min(n, len(steps)) - 1] - steps[0]) / (n - 1)
+                                  if n > 1 and len(steps) > 1 else None))
         self.batches += 1
+        self.steps += len(steps)
         return results
 
     def _batches(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
@@ -160,9 +232,12 @@ class HfEngine:
 
     def reset_stats(self) -> None:
         self.batches = 0
+        self.steps = 0
+        self.clock.reset()
 
     def stats(self) -> dict:
         return {"engine_load_s": round(self.load_s, 2), "batches": self.batches,
+                "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps,
                 "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 
     def close(self) -> None:

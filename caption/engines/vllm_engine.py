@@ -8,13 +8,14 @@ prepare the next clips. Memory for frames stays bounded by `max_inflight`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, pull
+from caption.engines.base import Request, Result, StageClock, pull
 from caption.outcome import EngineFailure
 from caption.prompts import prompt_format
 
@@ -99,7 +100,28 @@ def engine_args(job) -> dict:
         args["mm_processor_kwargs"] = dict(processor)
     if job.gpu.get("block_size"):
         args["block_size"] = int(job.gpu["block_size"])
+    args["mm_processor_cache_gb"] = processor_cache_gib(job)
     return args
+
+
+def processor_cache_gib(job) -> float:
+    """vLLM's multimodal processor cache, sized for one pass over distinct videos.
+
+    The cache keeps processed videos (float32 pixel values, 4 bytes per uint8 frame value) so that
+    a second request for the same video skips the processor. A job sees each video once: only its
+    other requests (tasks x adapters), submitted within an engine step of the first, can hit. With
+    one request per video nothing can hit, so the cache is off (vLLM's default, 4 GiB, would only
+    fill up and cost a copy per video); otherwise it holds the videos that can be in flight
+    (engine.max_inflight requests), with a quarter spare. vLLM keeps one copy in the frontend and
+    one in the engine core (vllm/config/multimodal.py, mm_processor_cache_gb)."""
+    per_clip = len(job.tasks) * len(job.variants())
+    if per_clip <= 1:
+        return 0.0
+    sampling = job.decode.sampling
+    frames = sampling.num_frames if sampling.mode == "uniform" else sampling.max_frames
+    clip_bytes = frames * (job.decode.width or 448) * (job.decode.height or 448) * 3 * 4
+    clips = math.ceil(int(job.engine_options.get("max_inflight", 256)) / per_clip)
+    return round(max(0.01, 1.25 * clips * clip_bytes / 2**30), 3)
 
 
 def sampling_params(job, stop: tuple[str, ...]):
@@ -137,6 +159,9 @@ class VllmEngine:
         # what the weights take: the checkpoint's tensors as stored (vLLM loads them as they are)
         self.weight_bytes = sum(f.stat().st_size for f in Path(job.model.path).glob("*.safetensors")) or None
         self.params = sampling_params(job, stop)
+        self._forced_params: dict[int, object] = {}  # forced output length -> its SamplingParams
+        self.clock = StageClock()
+        self.steps = 0  # engine steps since reset_stats (each reads the weights once)
         self.max_inflight = int(job.engine_options.get("max_inflight", 256))
         from vllm.lora.request import LoRARequest
 
@@ -150,10 +175,26 @@ class VllmEngine:
         prompt = {"prompt": request.prompt,
                   "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
         lora = self.lora[request.adapter] if request.adapter is not None else None
-        [internal_id] = self.llm.enqueue([prompt], self.params, use_tqdm=False, lora_request=lora)
+        params = self.params if request.forced_output_tokens is None else self._forced(request.forced_output_tokens)
+        # enqueue runs vLLM's multimodal processor (resize, normalize, patchify) in this thread
+        with self.clock("processor"):
+            [internal_id] = self.llm.enqueue([prompt], params, use_tqdm=False, lora_request=lora)
         # vLLM appends "-<8 random chars>" to the id it was given and reports outputs under
         # the id it was given, so strip the suffix (absent when randomisation is disabled)
         return internal_id.rsplit("-", 1)[0] if "-" in internal_id else internal_id
+
+    def _forced(self, n: int):
+        """The job's sampling parameters, generating exactly n tokens: end-of-sequence ignored, no
+        stop strings or stop tokens (min_tokens=n masks them too), max_tokens=n."""
+        if n not in self._forced_params:
+            from vllm import SamplingParams
+
+            base = self.params
+            fields = {name: getattr(base, name) for name in base.__struct_fields__ if not name.startswith("_")}
+            fields.update(max_tokens=n, min_tokens=n, ignore_eos=True, stop=None, stop_token_ids=None,
+                          include_stop_str_in_output=False)
+            self._forced_params[n] = SamplingParams(**fields)
+        return self._forced_params[n]
 
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
         """Stream requests in, results out. Requests for a clip after its first (other tasks)
@@ -188,7 +229,8 @@ class VllmEngine:
                         return
                     continue
                 try:
-                    outputs = self.llm.llm_engine.step()
+                    with self.clock("engine_step"):
+                        outputs = self.llm.llm_engine.step()
                 except Exception as exc:  # the engine is broken now: its requests in flight are lost
                     # Requests that already had a step go again on the next engine (they got past
                     # prefill, where a request's own positions and lengths break a step); the others,
@@ -202,6 +244,7 @@ class VllmEngine:
                     inflight.clear()
                     raise EngineFailure(reason, unsubmitted=again + waiting) from exc
                 steps += 1
+                self.steps += 1
                 progressed.update(output.request_id for output in outputs)
                 if len(leaders) > 4 * self.max_inflight:  # forget clips long done
                     leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
@@ -213,11 +256,14 @@ class VllmEngine:
                     completion = output.outputs[0]
                     metrics = getattr(output, "metrics", None)
                     ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
+                    n = len(completion.token_ids)
+                    first, last = (getattr(metrics, "first_token_ts", 0.0), getattr(metrics, "last_token_ts", 0.0))
                     yield Result(request, text=completion.text.strip(),
                                  prompt_tokens=len(output.prompt_token_ids or ()),
-                                 output_tokens=len(completion.token_ids),
+                                 output_tokens=n,
                                  finish_reason=completion.finish_reason,
-                                 generate_s=time.perf_counter() - submitted, ttft_s=ttft or None)
+                                 generate_s=time.perf_counter() - submitted, ttft_s=ttft or None,
+                                 tpot_s=(last - first) / (n - 1) if n > 1 and first and last > first else None)
         finally:  # stopped early (interrupted, fail_fast): leave nothing running in a reused engine
             if inflight and self.llm is not None:
                 try:
@@ -227,6 +273,8 @@ class VllmEngine:
 
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)
+        self.clock.reset()
+        self.steps = 0
 
     def stats(self) -> dict:
         now = _counters(self.llm)
@@ -234,7 +282,8 @@ class VllmEngine:
         queries, hits = delta["vllm:prefix_cache_queries"], delta["vllm:prefix_cache_hits"]
         stats = {"engine_load_s": round(self.load_s, 2), "weight_bytes": self.weight_bytes,
                  "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
-                 "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None}
+                 "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None,
+                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps}
         if self.speculative:
             drafts, accepted = delta["vllm:spec_decode_num_draft_tokens"], delta["vllm:spec_decode_num_accepted_tokens"]
             steps = delta["vllm:spec_decode_num_drafts"]
