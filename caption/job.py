@@ -9,6 +9,7 @@ job goes on.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Iterable, Iterator
 
@@ -34,6 +35,8 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
     if job.plan_only:
         return _report_plan(job)
+    for warning in job.plan.warnings:  # e.g. a sampling knob this engine does not apply
+        print(f"caption: plan warning: {warning}", file=sys.stderr)
     reset_peak_rss()
     tally = JobTally()
     videos = crawl_videos(job.input_dir)
@@ -64,6 +67,7 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
         store.close()
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
+    summary["plan_warnings"] = list(job.plan.warnings)
     if job.references is not None:
         summary.update(score_captions(job))
     save_summary(summary, job.summary_path)

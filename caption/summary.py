@@ -70,7 +70,7 @@ class JobTally:
 
 
 def print_summary(summary: dict, path: Path, out=sys.stdout) -> None:
-    rows = [(k, v) for k, v in summary.items() if k != "failures" and v is not None]
+    rows = [(k, v) for k, v in summary.items() if k not in ("failures", "plan_warnings") and v is not None]
     width = max(len(k) for k, _ in rows)
     print("\n== caption job summary ==", file=out)
     for key, value in rows:
