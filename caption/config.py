@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.forced_lengths import ForcedLengths
+from caption.generation import GenerationConfigError, SamplingSettings, load_sampling, sampling_warnings
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
 from caption.sweep import in_multirun
 from quant.errors import PlanError
@@ -49,22 +50,6 @@ class ModelSettings:
     dtype: str
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    name: str
-    temperature: float
-    top_p: float
-    top_k: int
-    repetition_penalty: float
-    max_new_tokens: int
-    min_new_tokens: int
-    num_beams: int
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0 and self.num_beams == 1
 
 
 @dataclass(frozen=True)
@@ -163,19 +148,10 @@ def _is_hub_id(path: str) -> bool:
 
 
 def _sampling(cfg: DictConfig) -> SamplingSettings:
-    s = cfg.sampling
-    if s.temperature < 0:
-        raise ConfigError(f"`sampling.temperature` must be >= 0 (0 = greedy), got {s.temperature}")
-    if not 0 < s.top_p <= 1:
-        raise ConfigError(f"`sampling.top_p` must be in (0, 1], got {s.top_p}")
-    _positive(s.max_new_tokens, "sampling.max_new_tokens")
-    if s.min_new_tokens > s.max_new_tokens:
-        raise ConfigError(f"`sampling.min_new_tokens` ({s.min_new_tokens}) exceeds "
-                          f"`sampling.max_new_tokens` ({s.max_new_tokens})")
-    return SamplingSettings(name=str(s.name), temperature=float(s.temperature), top_p=float(s.top_p),
-                            top_k=int(s.top_k), repetition_penalty=float(s.repetition_penalty),
-                            max_new_tokens=int(s.max_new_tokens), min_new_tokens=int(s.min_new_tokens),
-                            num_beams=int(_positive(s.num_beams, "sampling.num_beams")))
+    try:
+        return load_sampling(cfg)
+    except GenerationConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _decode(cfg: DictConfig) -> DecodeSpec:
@@ -230,16 +206,20 @@ def _device_vram_gib() -> float | None:
 
 def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None) -> str:
     """engine=auto leaves the choice to the planner, except where sampling or speculative decoding
-    decide it: beam search only runs on transformers, speculative decoding only on vLLM."""
+    decide it: beam sampling only runs on transformers, speculative decoding only on vLLM."""
     requested = str(cfg.engine.name)
-    if sampling.num_beams > 1:
+    if sampling.beam_search and spec is not None:
+        raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
+                          "set spec=none or another sampling preset")
+    if sampling.beam_search and sampling.do_sample:
+        # vLLM's LLM.beam_search ranks beams by the log-probabilities it asks the engine for, which vLLM
+        # computes from the raw logits (vllm/entrypoints/generate/beam_search/offline.py, logprobs of
+        # max_tokens=1 requests): temperature changes nothing there, so beam *sampling* is transformers'
         if requested == "vllm":
-            raise ConfigError(f"`sampling={sampling.name}` uses beam search ({sampling.num_beams} beams), which vLLM "
-                              "0.32's offline generate does not have: use engine=hf (or engine=auto), or another "
-                              "sampling preset")
-        if spec is not None:
-            raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
-                              "set spec=none or another sampling preset")
+            raise ConfigError(f"`sampling={sampling.name}` samples within beam search (num_beams={sampling.num_beams}, "
+                              f"temperature={sampling.temperature:g}); vLLM 0.32's LLM.beam_search "
+                              "(vllm/entrypoints/generate/beam_search/offline.py) ranks beams by raw log-probabilities "
+                              "and cannot sample: use engine=hf (or engine=auto), or sampling.temperature=0")
         return "hf"
     if spec is not None:
         if requested == "hf":
@@ -376,6 +356,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
                           f"({plan.engine_reason}); set spec=none")
     if not plan.fits and not (plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
+    plan.warnings.extend(sampling_warnings(sampling, plan.engine))  # knobs this engine cannot apply
     lora = OmegaConf.to_container(cfg.lora, resolve=True) if "lora" in cfg else {"adapters": []}
     try:
         adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name,

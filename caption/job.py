@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from caption.admission import PositionLimits, refusal
 from caption.config import JobConfig, load_job_config
+from caption.console import console
 from caption.engines import build_engine
 from caption.engines.base import Request, Result, StageClock
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
@@ -48,6 +49,8 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     # refuse a file that is not ours before anything changes or loads (OutputRefused)
     check_output(job.output, resume=job.resume, overwrite=job.overwrite)
     check_summary(job.summary_path, overwrite=job.overwrite)
+    for warning in job.plan.warnings:  # e.g. a sampling knob this engine does not apply
+        print(f"caption: plan warning: {warning}", file=console.err)
     reset_peak_rss()
     tally = JobTally()
     store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite)
@@ -89,6 +92,7 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             summary.update(score_captions(job))
         except JobInterrupted:  # the records are all there; only the score is missing
             summary["stopped"] = tally.stopped = "interrupted"
+    summary["plan_warnings"] = list(job.plan.warnings)
     summary["exit_status"] = exit_status(summary)
     save_summary(summary, job.summary_path)
     print_summary(summary, job.summary_path, full=job.verbose)

@@ -105,7 +105,7 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> No
     out = out or console.out
     print("\n== caption job summary ==", file=out)
     if full:
-        rows = [(k, v) for k, v in summary.items() if k != "failures" and v is not None]
+        rows = [(k, v) for k, v in summary.items() if k not in ("failures", "plan_warnings") and v is not None]
     else:
         rate = summary.get("videos_per_s")
         rows = [("videos", f"{summary['videos_found']} found, {summary['videos_skipped_resume']} already done, "

@@ -122,9 +122,13 @@ class HfEngine:
         s = self.sampling
         kwargs = dict(max_new_tokens=s.max_new_tokens, min_new_tokens=s.min_new_tokens or None,
                       repetition_penalty=s.repetition_penalty, num_beams=s.num_beams,
-                      do_sample=s.temperature > 0, pad_token_id=self.processor.tokenizer.pad_token_id)
-        if s.temperature > 0:
+                      do_sample=s.do_sample, pad_token_id=self.processor.tokenizer.pad_token_id)
+        if s.do_sample:
             kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
+        if s.no_repeat_ngram_size:  # over the whole sequence, prompt included (NoRepeatNGramLogitsProcessor)
+            kwargs["no_repeat_ngram_size"] = s.no_repeat_ngram_size
+        if s.beam_search:  # transformers warns when these are set without beams
+            kwargs.update(length_penalty=s.length_penalty, early_stopping=s.early_stopping)
         if self.stop_ids:
             eos = self.model.generation_config.eos_token_id
             eos = eos if isinstance(eos, list) else [eos] if eos is not None else []

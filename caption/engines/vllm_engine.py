@@ -125,14 +125,28 @@ def processor_cache_gib(job) -> float:
 
 
 def sampling_params(job, stop: tuple[str, ...]):
+    """The job's sampling settings as vLLM SamplingParams (greedy or sampling, one sequence).
+    no_repeat_ngram_size and length_penalty have no field there; the plan warns for a preset that
+    sets them (caption/generation.py sampling_warnings)."""
     from vllm import SamplingParams
 
     s = job.sampling
     return SamplingParams(
         temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
         repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
+        # blocks EOS and the generation config's eos ids (<|im_end|> here), as min_new_tokens does in transformers
         min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=int(job.engine_options.get("seed", 0)),
     )
+
+
+def beam_search_params(job):
+    """The job's beam search as vLLM BeamSearchParams: the only knobs LLM.beam_search takes
+    (vllm/sampling_params.py BeamSearchParams); the plan warns for the rest."""
+    from vllm.sampling_params import BeamSearchParams
+
+    s = job.sampling
+    return BeamSearchParams(beam_width=s.num_beams, max_tokens=s.max_new_tokens, temperature=s.temperature,
+                            length_penalty=s.length_penalty)
 
 
 def _counters(llm) -> dict[str, float]:
@@ -158,27 +172,35 @@ class VllmEngine:
         self.load_s = time.perf_counter() - started
         # what the weights take: the checkpoint's tensors as stored (vLLM loads them as they are)
         self.weight_bytes = sum(f.stat().st_size for f in Path(job.model.path).glob("*.safetensors")) or None
-        self.params = sampling_params(job, stop)
         self._forced_params: dict[int, object] = {}  # forced output length -> its SamplingParams
         self.clock = StageClock()
         self.steps = 0  # engine steps since reset_stats (each reads the weights once)
         self.max_inflight = int(job.engine_options.get("max_inflight", 256))
+        self.beam_params = beam_search_params(job) if job.sampling.beam_search else None
+        self.params = None if self.beam_params else sampling_params(job, stop)
         from vllm.lora.request import LoRARequest
 
         self.lora = {a.name: LoRARequest(a.name, a.int_id, a.path) for a in job.adapters}
+        self.tokenizer = self.llm.get_tokenizer()
+        self.eos_token_id = self.tokenizer.eos_token_id  # the one token LLM.beam_search ends a beam on
         self.refill = max(1, int(job.plan.vllm["max_num_seqs"]))
         self.speculative = job.speculative is not None
         self._baseline = _counters(self.llm)
 
+    @staticmethod
+    def _prompt(request: Request) -> dict:
+        return {"prompt": request.prompt, "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
+
+    def _lora(self, request: Request):
+        return self.lora[request.adapter] if request.adapter is not None else None
+
     def _submit(self, request: Request) -> str:
         """Hand one request to vLLM; returns the id its outputs will carry."""
-        prompt = {"prompt": request.prompt,
-                  "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
-        lora = self.lora[request.adapter] if request.adapter is not None else None
         params = self.params if request.forced_output_tokens is None else self._forced(request.forced_output_tokens)
         # enqueue runs vLLM's multimodal processor (resize, normalize, patchify) in this thread
         with self.clock("processor"):
-            [internal_id] = self.llm.enqueue([prompt], params, use_tqdm=False, lora_request=lora)
+            [internal_id] = self.llm.enqueue([self._prompt(request)], params, use_tqdm=False,
+                                             lora_request=self._lora(request))
         # vLLM appends "-<8 random chars>" to the id it was given and reports outputs under
         # the id it was given, so strip the suffix (absent when randomisation is disabled)
         return internal_id.rsplit("-", 1)[0] if "-" in internal_id else internal_id
@@ -197,6 +219,49 @@ class VllmEngine:
         return self._forced_params[n]
 
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
+        if self.beam_params is not None:
+            yield from self._run_beams(requests)
+        else:
+            yield from self._run_sampling(requests)
+
+    def _run_beams(self, requests: Iterable[Request]) -> Iterator[Result]:
+        """Beam search through LLM.beam_search, a chunk of requests at a time: it takes video prompts
+        and one LoRA request per prompt, and runs every beam of the chunk in each engine step
+        (each step re-submits each beam as a one-token request; the prefix cache holds the prompt)."""
+        stream = iter(requests)
+        chunk_size = max(1, self.max_inflight // self.beam_params.beam_width)
+        while chunk := pull(stream, chunk_size):
+            try:
+                yield from self._beam_chunk(chunk)
+            except Exception as chunk_error:
+                if len(chunk) == 1:
+                    yield Result(chunk[0], error=f"vLLM beam search failed: {type(chunk_error).__name__}: {chunk_error}")
+                    continue
+                for request in chunk:  # isolate the request that breaks the chunk (e.g. a too-long prompt)
+                    try:
+                        yield from self._beam_chunk([request])
+                    except Exception as exc:
+                        yield Result(request, error=f"vLLM beam search failed: {type(exc).__name__}: {exc}")
+
+    def _beam_chunk(self, chunk: list[Request]) -> list[Result]:
+        started = time.perf_counter()
+        outputs = self.llm.beam_search([self._prompt(r) for r in chunk], self.beam_params,
+                                       lora_request=[self._lora(r) for r in chunk], use_tqdm=False)
+        elapsed = time.perf_counter() - started
+        results = []
+        for request, output in zip(chunk, outputs):
+            best = output.sequences[0]  # sorted best first by the length-penalised score
+            prompt_len = len(best.orig_prompt["prompt_token_ids"])
+            generated = best.tokens[prompt_len:]  # .tokens and .text also hold the prompt
+            ended = bool(generated) and generated[-1] == self.eos_token_id
+            text = self.tokenizer.decode(generated[:-1] if ended else generated, skip_special_tokens=True)
+            results.append(Result(request, text=text.strip(), prompt_tokens=prompt_len,
+                                  output_tokens=len(generated),
+                                  finish_reason=best.finish_reason or ("stop" if ended else "length"),
+                                  generate_s=elapsed))
+        return results
+
+    def _run_sampling(self, requests: Iterable[Request]) -> Iterator[Result]:
         """Stream requests in, results out. Requests for a clip after its first (other tasks)
         wait one engine step: by then the first has prefilled the shared system prompt and video,
         and the prefix cache serves them (scheduled in the same step, nothing is cached yet)."""

@@ -42,15 +42,16 @@ def test_quantization_picks_engine_and_weights(compose_config, synth_dir, tmp_pa
 def test_an_impossible_combination_fails_naming_what_to_change(compose_config, synth_dir, tmp_path):
     with pytest.raises(ConfigError, match="use `engine=hf`"):
         _job(compose_config, synth_dir, tmp_path, "quant=nf4", "engine=vllm")
-    with pytest.raises(ConfigError, match="beam search"):
-        _job(compose_config, synth_dir, tmp_path, "sampling=quality", "engine=vllm")
+    with pytest.raises(ConfigError, match="cannot sample"):
+        _job(compose_config, synth_dir, tmp_path, "sampling=quality", "sampling.temperature=0.5", "engine=vllm")
     with pytest.raises(ConfigError, match="speculative decoding runs on engine=vllm"):
         _job(compose_config, synth_dir, tmp_path, "spec=ngram", "engine=hf")
 
 
-def test_beam_search_preset_runs_on_transformers(compose_config, synth_dir, tmp_path):
+def test_beam_search_preset_runs_on_either_engine(compose_config, synth_dir, tmp_path):
     job = _job(compose_config, synth_dir, tmp_path, "sampling=quality")
-    assert job.engine == "hf" and job.sampling.num_beams == 4
+    assert job.engine == "vllm" and job.sampling.num_beams == 4  # vLLM's LLM.beam_search takes video prompts
+    assert _job(compose_config, synth_dir, tmp_path, "sampling=quality", "engine=hf").engine == "hf"
 
 
 def test_a_plan_that_does_not_fit_is_refused_before_loading(compose_config, synth_dir, tmp_path):
