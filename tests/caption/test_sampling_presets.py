@@ -13,7 +13,7 @@ from caption.summary import print_plan
 
 STOP = prompt_format("qwen2_5_vl").stop
 
-# The design's numbers (/work/shared/seeds/003_204e142c4d9ef861.txt, section 6): 6.1-6.3 guides for
+# The design's numbers (the design document 003 (Korean; the team keeps it beside the repository), section 6): 6.1-6.3 guides for
 # temperature / top-p / top-k, 6.6 generation_config for the rest; quality and speed are 6.6's
 # quality_config and speed_config over generation_config.
 BASE = dict(repetition_penalty=1.1, max_new_tokens=256, min_new_tokens=50, no_repeat_ngram_size=3,
