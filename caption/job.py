@@ -115,6 +115,7 @@ class LocalRunner:
 
     def __init__(self, job: JobConfig, engine=None):
         self.job, self.supervisor = job, _EngineSupervisor(job, engine)
+        self.pool: DecodePool | None = None
 
     def start(self) -> None:
         job = self.job
