@@ -19,7 +19,8 @@ def fit_size(height: int, width: int, multiple: int, max_pixels: int,
              min_pixels: int | None = None) -> tuple[int, int]:
     """(height, width) for a `height` x `width` frame: sides multiples of `multiple`, area at most
     `max_pixels` and at least `min_pixels` (default one multiple x multiple block), the aspect
-    ratio kept as closely as that grid allows. Same arithmetic as transformers' smart_resize."""
+    ratio kept as closely as that grid allows. Same arithmetic as transformers' smart_resize, except
+    that the budget always holds (smart_resize exceeds it for extreme panoramas)."""
     if height < 1 or width < 1:
         raise ValueError(f"a frame needs sides >= 1 px, got {width}x{height}")
     if multiple < 1:
@@ -41,6 +42,12 @@ def fit_size(height: int, width: int, multiple: int, max_pixels: int,
         beta = math.sqrt(min_pixels / (height * width))
         h_bar = math.ceil(height * beta / multiple) * multiple
         w_bar = math.ceil(width * beta / multiple) * multiple
+    if h_bar * w_bar > max_pixels:  # smart_resize keeps one block on the short side even when the long
+        # side then breaks the budget (a 100x4000 panorama at 3136 px gives 28x336): cut the long side
+        if h_bar <= w_bar:
+            w_bar = max(multiple, max_pixels // h_bar // multiple * multiple)
+        else:
+            h_bar = max(multiple, max_pixels // w_bar // multiple * multiple)
     return h_bar, w_bar
 
 
