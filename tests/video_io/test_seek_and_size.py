@@ -34,7 +34,7 @@ def test_sizes_equal_transformers_smart_resize(name, budget):
     else:  # only a panorama at the smallest budget: smart_resize breaks the budget, fit_size cuts the long side
         assert name == "ultrawide" and fh == theirs[0] and fw < theirs[1]
     assert fh % 28 == 0 and fw % 28 == 0 and fh * fw <= budget
-    if name != "ultrawide" and budget >= 448 * 448:  # room for the grid to follow the shape: never squashed
+    if name not in ("ultrawide", "tiny") and budget >= 448 * 448:  # room for the grid to follow the shape: never squashed
         assert abs(fw / fh - w / h) / (w / h) < 0.15
 
 
