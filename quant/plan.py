@@ -22,11 +22,10 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from quant.errors import PlanError
-from video_io.sizing import sizes_within
 from quant.parallel import choose_tensor_parallel
 from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
-                          vision_tokens, weight_bytes)
+                          frame_sizes_within, vision_tokens, weight_bytes)
 from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
                          resolve_quant)
 from quant.tiers import Tier
@@ -117,7 +116,7 @@ def clip_vision_tokens(family: str, arch: dict, frames: int, width: int | None, 
     if width and height:
         return vision_tokens(family, arch, frames, width, height), None
     worst, size = 0, None
-    for h, w in sizes_within(multiple, max_pixels):
+    for h, w in frame_sizes_within(multiple, max_pixels):
         tokens = vision_tokens(family, arch, frames, w, h)
         if tokens > worst:
             worst, size = tokens, (w, h)

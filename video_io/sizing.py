@@ -49,11 +49,3 @@ def fit_size(height: int, width: int, multiple: int, max_pixels: int,
         else:
             h_bar = max(multiple, max_pixels // w_bar // multiple * multiple)
     return h_bar, w_bar
-
-
-def sizes_within(multiple: int, max_pixels: int) -> list[tuple[int, int]]:
-    """Every (height, width) fit_size can return for some aspect ratio under this budget: both
-    sides multiples of `multiple`, area within `max_pixels`. The planner takes its worst case."""
-    blocks = max_pixels // (multiple * multiple)
-    return [(a * multiple, b * multiple) for a in range(1, blocks + 1) for b in range(1, blocks // a + 1)
-            if max(a, b) / min(a, b) <= MAX_ASPECT]
