@@ -264,9 +264,10 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     wanted = sorted({pts[i] for i in indices})
     stats = {"decoded": 0, "repeated": 0, "converted": 0}
     try:
-        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, key_list, True, seek, stats)
+        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, key_list, True, mode=seek,
+                                                    stats=stats)
         if len(images) < len(wanted):  # a seek that landed wrong (damaged index, MPEG-TS): go sequential
-            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], False, "exact", stats)
+            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], False, stats=stats)
     except Exception as exc:
         raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
     missing = len(wanted) - len(images)
@@ -282,7 +283,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
 
 
 def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int], seek: bool,
-                   mode: str, stats: dict) -> tuple[dict[int, np.ndarray], int, int]:
+                   mode: str = "exact", stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
     """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
 
     With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
@@ -295,6 +296,7 @@ def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int
 
     images: dict[int, np.ndarray] = {}
     rotation, size, rejected, last = None, None, 0, None
+    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
     wanted_set = set(wanted)
     seen: set[int] = set()
     unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
