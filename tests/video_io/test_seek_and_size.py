@@ -110,8 +110,8 @@ def test_keyframe_mode_returns_the_nearest_keyframes_and_their_times(tmp_path, b
 
 @pytest.mark.parametrize("backend", ["decord", "pyav"])
 def test_auto_takes_keyframes_only_when_the_gop_is_short(tmp_path, backend):
-    short = str(_coded_clip(tmp_path, "libx264", gop=10))  # gap 0.4 s <= half of the 1.2 s spacing
-    long = str(_coded_clip(tmp_path, "libx264", gop=60))  # gap 2.4 s > 0.6 s
+    short = str(_coded_clip(tmp_path, "libx264", gop=10))  # within 0.2 s <= half of the 1.2 s spacing
+    long = str(_coded_clip(tmp_path, "libx264", gop=100))  # 1.8 s from 4.0 s keyframes > 0.6 s
     got = decode_clip(short, _spec(backend, "auto"))
     assert got.seek == "keyframe" and all(i % 10 == 0 for i in got.indices)
     assert [read_code(f) for f in got.frames] == got.indices
