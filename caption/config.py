@@ -161,7 +161,12 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
     try:
         sampling = SamplingSpec(mode=v.sampling, num_frames=int(v.num_frames), fps=float(v.fps),
                                 max_frames=int(v.max_frames), min_frames=int(v.min_frames))
-        return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend)
+        max_pixels = v.get("max_pixels")
+        if max_pixels is None and not (v.width and v.height):  # a preset without a budget: its square size
+            max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
+        return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
+                          max_pixels=max_pixels, size_multiple=int(v.get("size_multiple") or 28),
+                          seek=str(v.get("seek") or "auto"))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
@@ -281,7 +286,8 @@ def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engin
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(_available_ram_gib(), 1)  # weights live in host memory: check them
     frames = decode.sampling.num_frames if decode.sampling.mode == "uniform" else decode.sampling.max_frames
-    video = {"num_frames": frames, "width": decode.width, "height": decode.height}
+    video = {"num_frames": frames, "width": decode.width, "height": decode.height,
+             "max_pixels": decode.max_pixels, "size_multiple": decode.size_multiple}
     device = _device_vram_gib() if gpu.get("device") == "cuda" else None
     model = OmegaConf.to_container(cfg.model, resolve=True)
     try:

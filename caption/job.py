@@ -280,6 +280,7 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
             continue
         clip = result.clip
         decode_s, indices, backend, notes = clip.decode_seconds, clip.indices, clip.backend, clip.notes
+        times, seek = clip.times, clip.seek
         tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
         refused = refusal(len(clip.frames), metadata, limits, budget)
@@ -297,7 +298,8 @@ def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobCon
             yield Request(key=video, task=task, adapter=adapter,
                           prompt=build_prompt(job.model.family, task), frames=frames,
                           video_metadata=metadata, forced_output_tokens=forced,
-                          context={"decode_s": decode_s, "indices": indices, "frames": len(frames),
+                          context={"decode_s": decode_s, "indices": indices, "times": times, "seek": seek,
+                                   "frames": len(frames),
                                    "backend": backend, "notes": notes, "queued_at": time.perf_counter()})
         del frames
 
@@ -316,6 +318,8 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         "error": f"generate: {result.error}" if result.error else None,
         "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
         "frame_indices": r.context.get("indices"),
+        "frame_times": r.context.get("times"),  # seconds from the first frame, of the frames used
+        "seek": r.context.get("seek"),  # "keyframe" or "exact" (video.seek)
         "decoder": r.context.get("backend"),
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason,

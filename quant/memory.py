@@ -167,6 +167,15 @@ def qwen2_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+def frame_sizes_within(multiple: int, max_pixels: int, max_aspect: int = 200) -> list[tuple[int, int]]:
+    """Every (height, width) a decoder that keeps aspect ratios may give under a per-frame pixel budget:
+    sides multiples of `multiple`, area within `max_pixels`, at most `max_aspect` to 1 (the sizes
+    video_io/sizing.py fit_size returns; the planner takes the worst case over them)."""
+    blocks = max_pixels // (multiple * multiple)
+    return [(a * multiple, b * multiple) for a in range(1, blocks + 1) for b in range(1, blocks // a + 1)
+            if max(a, b) <= max_aspect * min(a, b)]
+
+
 def qwen2_capped_max_pixels(frames: int, factor: int, temporal: int, min_pixels: int, max_pixels: int,
                             max_video_tokens: int = 128000) -> int:
     """A frame's pixel limit under `cap_pixels_per_frame=True` (transformers 5.19,

@@ -25,7 +25,7 @@ from quant.errors import PlanError
 from quant.parallel import choose_tensor_parallel
 from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
-                          vision_tokens, weight_bytes)
+                          frame_sizes_within, vision_tokens, weight_bytes)
 from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
                          resolve_quant)
 from quant.tiers import Tier
@@ -90,15 +90,38 @@ def _arch(model: dict) -> dict:
     return arch
 
 
-def _clip(video: dict | None, model: dict) -> tuple[int, int, int]:
+def _clip(video: dict | None, model: dict) -> tuple[int, int | None, int | None, int | None, int]:
+    """(frames, width, height, max_pixels, multiple): an exact frame size, or (width and height None)
+    a pixel budget per frame within which each clip keeps its aspect ratio (video_io/sizing.py)."""
     video = video or {}
     frames = video.get("frames") or video.get("num_frames") or model.get("frames")
-    width = video.get("width") or model.get("frame_width")
-    height = video.get("height") or model.get("frame_height")
-    if not (frames and width and height):
-        raise PlanError("the clip size is unknown: set `video.num_frames`, `video.width` and `video.height` "
-                        "(or model.frames / frame_width / frame_height)")
-    return int(frames), int(width), int(height)
+    multiple = int(video.get("size_multiple") or model.get("size_multiple") or 28)
+    width, height = video.get("width"), video.get("height")
+    if frames and width and height:
+        return int(frames), int(width), int(height), None, multiple
+    budget = video.get("max_pixels") or model.get("frame_pixels")
+    if not budget and model.get("frame_width") and model.get("frame_height"):
+        budget = int(model["frame_width"]) * int(model["frame_height"])
+    if not (frames and budget):
+        raise PlanError("the clip size is unknown: set `video.num_frames` and `video.max_pixels` (or an exact "
+                        "`video.width` and `video.height`; or model.frames / frame_pixels)")
+    return int(frames), None, None, int(budget), multiple
+
+
+def clip_vision_tokens(family: str, arch: dict, frames: int, width: int | None, height: int | None,
+                       max_pixels: int | None, multiple: int) -> tuple[int, str | None]:
+    """(video tokens per clip, note). With a budget instead of an exact size, each clip's frames
+    keep its aspect ratio, so the size differs per clip: the count is the worst case over every
+    size the budget allows (the processor may resize small frames up), and the note says so."""
+    if width and height:
+        return vision_tokens(family, arch, frames, width, height), None
+    worst, size = 0, None
+    for h, w in frame_sizes_within(multiple, max_pixels):
+        tokens = vision_tokens(family, arch, frames, w, h)
+        if tokens > worst:
+            worst, size = tokens, (w, h)
+    return worst, (f"video tokens per clip: {worst}, the worst case over frame sizes within {max_pixels} pixels "
+                   f"in multiples of {multiple} (aspect ratio kept per clip; {size[0]}x{size[1]} frames)")
 
 
 def _round_up(n: int, step: int) -> int:
@@ -146,11 +169,13 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
     dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
     warnings += dtype_warnings
 
-    frames, width, height = _clip(video, model)
+    frames, width, height, max_pixels, multiple = _clip(video, model)
     try:
-        video_tokens = vision_tokens(family, arch, frames, width, height)
+        video_tokens, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
     except ValueError as exc:
         raise PlanError(f"`video`: {exc}") from None
+    if size_note:
+        warnings.append(size_note)
     need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
     context = arch.get("max_position_embeddings")
 

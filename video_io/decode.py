@@ -7,7 +7,14 @@ rotated clips, and when decord refuses a file.
 
 Both decoders scale every kept frame to the requested size as it is decoded (decord in its
 FFmpeg filter graph, PyAV per frame), so a 4K clip never has a stack of full-size frames in
-memory. Every Clip that leaves this module has checked metadata (Clip.__post_init__).
+memory. The size keeps the clip's aspect ratio (video_io/sizing.py) unless an exact width and
+height are asked for. Every Clip that leaves this module has checked metadata (Clip.__post_init__).
+
+Seek modes (DecodeSpec.seek): "exact" decodes the frame nearest each sampled time, starting from
+the keyframe before it; "keyframe" takes the keyframe nearest each sampled time instead (one
+frame decoded per sample, nothing else); "auto" takes keyframes when each sampled time's nearest
+keyframe is within KEYFRAME_OFFSET_SHARE (half) of the spacing between sampled times and distinct
+from the others' (a 2-s GOP with 8 samples over 20 s), exact frames otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from video_io.sampling import SamplingSpec, sample_indices
+from video_io.sampling import TIE_S, SamplingSpec, sample_indices
+from video_io.sizing import fit_size
 from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, display_rotation, library_reason,
                              open_source, probe)
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
@@ -27,6 +35,11 @@ from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
 
 BACKENDS = ("decord", "pyav", "auto")
+SEEK_MODES = ("auto", "keyframe", "exact")
+# seek=auto takes keyframes when every sampled time's nearest keyframe lies within this share of the
+# spacing between sampled times and no two samples share a keyframe: the frames then still cover the
+# clip in order, each in its own segment.
+KEYFRAME_OFFSET_SHARE = 0.5
 # Codecs decord (decord2 3.4) seeks exactly in. Measured here: HEVC and MPEG-4 Part 2 with
 # B-frames returned neighbouring frames (index 251 gave 252, 299 gave 252), so "auto" sends
 # every other codec to PyAV, which is frame-accurate.
@@ -50,6 +63,10 @@ class Clip:
     backend: str
     decode_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # start of each sampled frame, s from the first frame
+    seek: str = "exact"  # how the frames were found: "exact" or "keyframe" (DecodeSpec.seek)
+    # PyAV only: frames the decoder output, frames output more than once, frames converted to RGB
+    decode_stats: dict = field(default_factory=dict)
 
     def __post_init__(self):
         problems = []
@@ -85,24 +102,72 @@ class Clip:
 @dataclass(frozen=True)
 class DecodeSpec:
     sampling: SamplingSpec = SamplingSpec()
-    width: int | None = None  # resize target; None keeps the source size
+    width: int | None = None  # exactly this size (both set); None: aspect-preserving within max_pixels
     height: int | None = None
     backend: str = "auto"  # "auto": decord, then PyAV if decord fails
+    max_pixels: int | None = None  # pixel budget per frame (aspect kept); None with no width/height: source size
+    size_multiple: int = 28  # both sides a multiple of this (the model's patch x merge)
+    seek: str = "auto"  # "exact", "keyframe" or "auto" (module docstring)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ValueError(f"video backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.seek not in SEEK_MODES:
+            raise ValueError(f"video seek must be one of {SEEK_MODES}, got {self.seek!r}")
+        if (self.width is None) != (self.height is None):
+            raise ValueError(f"set both video width and height (an exact size) or neither, got "
+                             f"{self.width}x{self.height}")
         for side in (self.width, self.height):
             if side is not None and side < 2:
                 raise ValueError(f"resize sides must be >= 2 px, got {self.width}x{self.height}")
+        if self.size_multiple < 1:
+            raise ValueError(f"size_multiple must be >= 1, got {self.size_multiple}")
+        if self.max_pixels is not None and self.max_pixels < self.size_multiple ** 2:
+            raise ValueError(f"max_pixels ({self.max_pixels}) is below one {self.size_multiple}x"
+                             f"{self.size_multiple} block")
 
-
-def _coded_size(spec: DecodeSpec, rotation: int) -> tuple[int, int] | None:
-    """The size to scale coded frames to, so that after turning them upright they are
-    spec.width x spec.height."""
-    if not (spec.width and spec.height):
+    def upright_size(self, width: int, height: int) -> tuple[int, int] | None:
+        """(width, height) to give an upright `width` x `height` frame; None keeps it."""
+        if self.width and self.height:
+            return self.width, self.height
+        if self.max_pixels:
+            h, w = fit_size(height, width, self.size_multiple, self.max_pixels)
+            return w, h
         return None
-    return (spec.height, spec.width) if rotation in (90, 270) else (spec.width, spec.height)
+
+
+def _coded_size(spec: DecodeSpec, rotation: int, coded_w: int, coded_h: int) -> tuple[int, int] | None:
+    """The size to scale coded frames to, so that after turning them upright they have the size
+    spec asks for."""
+    turned = rotation in (90, 270)
+    size = spec.upright_size(*((coded_h, coded_w) if turned else (coded_w, coded_h)))
+    if size is None:
+        return None
+    return (size[1], size[0]) if turned else size
+
+
+def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[list[int], str, str | None]:
+    """(indices, seek mode used, note) for frames starting at `times` whose keyframes are `key_indices`."""
+    span = _span(times)
+    exact = sample_indices(times, span, spec.sampling)
+    if spec.seek == "exact" or not key_indices or len(times) < 2:
+        return exact, "exact", None
+    keys = np.asarray(sorted(key_indices))
+    key_times = times[keys]
+    spacing = span / max(1, len(exact))
+    targets = times[exact]
+    right = np.clip(np.searchsorted(key_times, targets), 1, max(1, len(keys) - 1))
+    left = right - 1
+    if len(keys) == 1:
+        picked = [int(keys[0])] * len(exact)
+    else:
+        nearer_left = targets - key_times[left] <= key_times[right] - targets + TIE_S  # ties: earlier
+        picked = [int(i) for i in np.where(nearer_left, keys[left], keys[right])]
+    off = float(np.max(np.abs(times[picked] - targets)))
+    if spec.seek == "auto" and (off > KEYFRAME_OFFSET_SHARE * spacing or len(set(picked)) < len(picked)):
+        return exact, "exact", None
+    return picked, "keyframe", (f"keyframe seek: the nearest keyframe to each sampled time (at most {off:.3f} s "
+                                f"from it; samples {spacing:.3f} s apart)")
 
 
 def turn_upright(image: np.ndarray, rotation: int) -> np.ndarray:
@@ -118,15 +183,17 @@ class _Decoded:
     rate: float | None  # the container's frame rate
     rotation: int = 0  # degrees the frames were turned to be upright
     notes: list[str] = field(default_factory=list)
+    seek: str = "exact"
+    stats: dict = field(default_factory=dict)
 
 
-def _decord(source: Source, spec: DecodeSpec) -> _Decoded:
+def _decord(source: Source, spec: DecodeSpec, info: Probe | None) -> _Decoded:
     """Frames, indices and timing as decord reads them. Only for clips without rotation:
     decord2 turns rotated clips itself, inconsistently (180 degrees gave 4-channel frames)."""
     import decord
 
     kwargs = {"num_threads": 1}
-    size = _coded_size(spec, 0)
+    size = _coded_size(spec, 0, info.width, info.height) if info else ((spec.width, spec.height) if spec.width else None)
     if size:
         kwargs.update(width=size[0], height=size[1])
     try:
@@ -139,14 +206,15 @@ def _decord(source: Source, spec: DecodeSpec) -> _Decoded:
         times = stamps[:, 0] - stamps[0, 0]
         if len(times) > 1 and not np.all(np.diff(times) > 0):
             raise DecodeError("decord: frame timestamps are not increasing")
-        indices = sample_indices(times, _span(times), spec.sampling)
+        keys = [int(k) for k in reader.get_key_indices()] if spec.seek != "exact" else []
+        indices, seek, note = _pick(times, keys, spec)
         frames = reader.get_batch(indices).asnumpy()
         del reader
     except DecodeError:
         raise
     except Exception as exc:  # decord raises DECORDError / RuntimeError with FFmpeg's message
         raise DecodeError(library_reason(exc, "decord")) from None
-    return _Decoded(frames, indices, times, fps)
+    return _Decoded(frames, indices, times, fps, notes=[note] if note else [], seek=seek)
 
 
 def _span(times: np.ndarray) -> float:
@@ -189,12 +257,16 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
         raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
     pts = sorted(pts)
     times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
-    indices = sample_indices(times, _span(times), spec.sampling)
+    key_list = sorted(keys)
+    index_of = {p: i for i, p in enumerate(pts)}
+    indices, seek, note = _pick(times, [index_of[k] for k in key_list if k in index_of], spec)
     wanted = sorted({pts[i] for i in indices})
+    stats = {"decoded": 0, "repeated": 0, "converted": 0}
     try:
-        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, sorted(keys), seek=True)
+        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, key_list, True, mode=seek,
+                                                    stats=stats)
         if len(images) < len(wanted):  # a seek that landed wrong (damaged index, MPEG-TS): go sequential
-            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], seek=False)
+            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], False, stats=stats)
     except Exception as exc:
         raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
     missing = len(wanted) - len(images)
@@ -202,23 +274,31 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
         raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
                           f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
                           f"the file")
-    notes = [f"{rejected} damaged packets skipped (none of the sampled frames)"] if rejected else []
-    return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes)
+    notes = [note] if note else []
+    if rejected:
+        notes.append(f"{rejected} damaged packets skipped (none of the sampled frames)")
+    return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes,
+                    seek, stats)
 
 
-def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int],
-                   seek: bool) -> tuple[dict[int, np.ndarray], int, int]:
+def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int], seek: bool,
+                   mode: str = "exact", stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
     """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
 
     With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
     what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
-    skips unwanted non-reference frames; otherwise decodes everything from the start. Packets
-    the decoder rejects (damaged data) are skipped."""
+    skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
+    keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
+    Packets the decoder rejects (damaged data) are skipped. `stats` counts frames the decoder
+    output, those it output again (a frame decoded twice) and those converted."""
     import av
 
     images: dict[int, np.ndarray] = {}
     rotation, size, rejected, last = None, None, 0, None
+    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
     wanted_set = set(wanted)
+    seen: set[int] = set()
+    unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
     with av.open(uri, metadata_errors="replace") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
@@ -231,7 +311,7 @@ def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int
             for packet in container.demux(stream):
                 if seek:  # frames nothing refers to are not decoded unless wanted (about half of
                     # an H.264/HEVC stream with B-frames); the decoder reads this per packet
-                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else "NONREF"
+                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else unwanted_skip
                 try:
                     frames = packet.decode()
                 except av.error.InvalidDataError:
@@ -241,11 +321,15 @@ def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int
                     if frame.pts is None:
                         continue
                     last = frame.pts
+                    stats["decoded"] += 1
+                    stats["repeated"] += frame.pts in seen
+                    seen.add(frame.pts)
                     if rotation is None:
                         rotation = display_rotation(frame)
-                        size = _coded_size(spec, rotation)
+                        size = _coded_size(spec, rotation, frame.width, frame.height)
                     if frame.pts in wanted_set and frame.pts not in images:
                         images[frame.pts] = _small_rgb(frame, size, rotation)
+                        stats["converted"] += 1
                 if last is not None and last >= target:
                     break
     return images, rotation or 0, rejected
@@ -261,24 +345,24 @@ def _small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray
     return turn_upright(frame.to_ndarray(), rotation)
 
 
-def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None]:
-    """(backend, note): which decoder this clip goes to, and why when it is not the obvious one."""
+def _route(source: Source, spec: DecodeSpec) -> tuple[str, str | None, Probe | None]:
+    """(backend, note, probe): which decoder this clip goes to, and why when it is not the obvious one."""
     if spec.backend == "pyav":
-        return "pyav", None
+        return "pyav", None, None
     try:
         info: Probe = probe(source, rotation=True)
     except DecodeError:
         if spec.backend == "decord":  # forced: let decord itself say what it makes of the file
-            return "decord", None
+            return "decord", None, None
         raise
     if info.rotation:
         if spec.backend == "decord":
             raise DecodeError(f"the clip is rotated {info.rotation} degrees (display matrix) and decord "
                               f"turns rotated clips wrongly; use the auto or pyav backend")
-        return "pyav", None  # _pyav notes the rotation
+        return "pyav", None, info  # _pyav notes the rotation
     if spec.backend == "auto" and info.codec not in DECORD_EXACT_CODECS:
-        return "pyav", f"{info.codec}: decoded with PyAV (decord seeks inexactly in this codec)"
-    return "decord", None
+        return "pyav", f"{info.codec}: decoded with PyAV (decord seeks inexactly in this codec)", info
+    return "decord", None, info
 
 
 def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
@@ -299,13 +383,13 @@ def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
 
 def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
     """Route, decode and check the timing of an opened file."""
-    backend, note = _route(source, spec)
+    backend, note, info = _route(source, spec)
     notes = [note] if note else []
     if backend == "pyav":
         got = _pyav(source, spec)
     else:
         try:
-            got = _decord(source, spec)
+            got = _decord(source, spec, info)
         except DecodeError as decord_error:
             if spec.backend == "decord":
                 raise
@@ -325,4 +409,6 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
     if len(set(indices)) < len(indices):
         notes.append(f"{len(set(indices))} distinct frames for the {len(indices)} requested (the clip "
                      f"has {len(got.times)}): frames repeated")
-    return Clip(source.path, got.frames, indices, fps, len(got.times), duration, backend, notes=notes)
+    times = [round(float(got.times[i]), 6) for i in indices]
+    return Clip(source.path, got.frames, indices, fps, len(got.times), duration, backend, notes=notes,
+                times=times, seek=got.seek, decode_stats=dict(got.stats))

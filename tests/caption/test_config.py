@@ -12,7 +12,8 @@ def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synt
     job = load_job_config(cfg)
     assert job.engine == "vllm" and job.gpu["name"] == "cpu" and job.model.name == "vidcap-ko-tiny"
     assert job.model.path == str(model_dir)
-    assert job.decode.width == 56 and job.decode.sampling.num_frames == 8
+    assert job.decode.width is None and job.decode.max_pixels == 56 * 56 and job.decode.size_multiple == 28
+    assert job.decode.seek == "auto" and job.decode.sampling.num_frames == 8
     assert job.gpu["env"]["VLLM_CPU_KVCACHE_SPACE"] and job.gpu["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert job.summary_path == tmp_path / "out.jsonl.summary.json"
 

@@ -16,7 +16,8 @@ def test_default_plan_is_vllm_float32_on_cpu(compose_config, synth_dir, tmp_path
     assert job.engine == "vllm" and job.plan.engine == "vllm" and job.plan.dtype == "float32"
     assert job.plan.quantization["method"] == "none" and job.plan.fits
     assert job.plan.vllm["max_model_len"] >= job.plan.tokens_per_request
-    assert job.plan.vision_tokens_per_clip == 16  # 8 frames of 56x56: 4 time groups x 2 x 2
+    # aspect ratio kept within 56x56 = 3136 px: the worst case, 84x28 frames the processor scales to 112x56
+    assert job.plan.vision_tokens_per_clip == 32
 
 
 @pytest.mark.parametrize("quant, engine, checkpoint", [

@@ -19,11 +19,20 @@ def gpu(name: str, **overrides) -> dict:
 def test_cpu_vllm_concurrency_by_hand():
     # tiny model, fp32: KV/token = 2 x 3 layers x 1 KV head x 64 x 4 B = 1,536 B; a request = 80 prompt
     # + 16 video + 48 new = 144 tokens (9 blocks of 16) = 221,184 B; VLLM_CPU_KVCACHE_SPACE=2 GiB holds 9,709
-    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm")
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm",
+                     {"frames": 8, "width": 56, "height": 56})
     assert plan.kv_bytes_per_token == 1536 and plan.vision_tokens_per_clip == 16 and plan.tokens_per_request == 144
     assert plan.sequences_fit == 2 * GIB // (144 * 1536) == 9709
     assert plan.fits and plan.vllm["max_num_seqs"] == 64 and plan.vllm["max_model_len"] == 512
     assert plan.vllm["quantization"] is None and plan.dtype == "float32" and plan.vllm["gpu_memory_utilization"] is None
+
+
+def test_a_pixel_budget_is_planned_at_its_worst_frame_size():
+    # no exact size: each clip keeps its aspect ratio within 3136 px, so the plan takes the worst case,
+    # 84x28 frames, which the processor (min 3136 px) scales up to 112x56: 4 x 2 tokens per 2 frames
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm")
+    assert plan.vision_tokens_per_clip == 4 * 8 and plan.tokens_per_request == 80 + 32 + 48
+    assert any("worst case" in w for w in plan.warnings)
 
 
 def test_gpu_budget_adds_up_and_caps_max_num_seqs():

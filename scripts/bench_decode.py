@@ -1,0 +1,120 @@
+"""Seconds per clip of decoding 8 frames, per seek mode, on real-size footage, one core.
+
+    taskset -c 1 env PYTHONPATH=. python scripts/bench_decode.py --out data/bench_decode [--repeat 3]
+
+Makes (once, kept in --out) the clips issue 12 names with the footage generator
+(video_io/synth/footage.py): 1080p H.264 20 s with a 2-s GOP and with a 250-frame GOP, 1080x1920
+portrait H.264, 4K HEVC 10 s. Decodes each with backend=auto and video.seek=auto|keyframe|exact at
+the embedded model's budget (3136 px, multiple 28), min of --repeat runs; with one core (taskset)
+seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
+keyframe-only decode (-skip_frame nokey), one thread, for reference. Writes <out>/bench_decode.json
+and .png; the last line printed is the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip  # noqa: E402
+
+CLIPS = {  # name: footage generator arguments
+    "1080p_h264_20s_gop2s": ["--size", "1920x1080", "--seconds", "20", "--fps", "30", "--codec", "h264",
+                             "--gop", "60"],
+    "1080p_h264_20s_gop250": ["--size", "1920x1080", "--seconds", "20", "--fps", "30", "--codec", "h264",
+                              "--gop", "250"],
+    "1080x1920_portrait_h264": ["--size", "1080x1920", "--seconds", "20", "--fps", "30", "--codec", "h264",
+                                "--gop", "60"],
+    "4k_hevc_10s": ["--size", "3840x2160", "--seconds", "10", "--fps", "30", "--codec", "hevc", "--gop", "60"],
+}
+
+
+def make_clip(out: Path, name: str) -> Path:
+    folder = out / name
+    found = sorted(folder.glob("*.mp4")) if folder.is_dir() else []
+    if not found:
+        subprocess.run([sys.executable, "-m", "video_io.synth.footage", "--out", str(folder), "--n", "1",
+                        "--seed", "1", "--profile", "camera", *CLIPS[name]], check=True, cwd=REPO_ROOT)
+        found = sorted(folder.glob("*.mp4"))
+    return found[0]
+
+
+def ffmpeg_seconds(path: Path, keyframes_only: bool, repeat: int) -> float | None:
+    if not shutil.which("ffmpeg"):
+        return None
+    cmd = ["ffmpeg", "-v", "error", "-threads", "1"] + (["-skip_frame", "nokey"] if keyframes_only else [])
+    cmd += ["-i", str(path), "-f", "null", "-"]
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "bench_decode")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clips", default=",".join(CLIPS), help="comma-separated subset of " + ", ".join(CLIPS))
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    rows = []
+    for name in args.clips.split(","):
+        path = make_clip(args.out, name)
+        row = {"clip": name, "file": path.name, "cores": cores}
+        for seek in SEEK_MODES:
+            spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek)
+            best, clip = float("inf"), None
+            for _ in range(args.repeat):
+                clip = decode_clip(str(path), spec)
+                best = min(best, clip.decode_seconds)
+            row[seek] = {"s_per_clip": round(best, 4), "core_s_per_clip": round(best * cores, 4),
+                         "used": clip.seek, "backend": clip.backend, "indices": clip.indices,
+                         "times": clip.times}
+        row["ffmpeg_full_s"] = ffmpeg_seconds(path, False, args.repeat)
+        row["ffmpeg_keyframes_s"] = ffmpeg_seconds(path, True, args.repeat)
+        rows.append(row)
+        print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s({row[m]['used']},{row[m]['backend']})"
+                                          for m in SEEK_MODES)
+              + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}", flush=True)
+    print(f"\n| clip | cores | auto s/clip | keyframe s/clip | exact s/clip | ffmpeg full | ffmpeg keyframes |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ff = [f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("ffmpeg_full_s", "ffmpeg_keyframes_s")]
+        print(f"| {r['clip']} | {r['cores']} | {r['auto']['s_per_clip']:.3f} ({r['auto']['used']}) | "
+              f"{r['keyframe']['s_per_clip']:.3f} | {r['exact']['s_per_clip']:.3f} | {ff[0]} | {ff[1]} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_decode.json").write_text(json.dumps(rows, indent=1))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for k, seek in enumerate(SEEK_MODES):
+            ax.bar([i + 0.27 * k for i in range(len(rows))], [r[seek]["s_per_clip"] for r in rows], 0.27, label=seek)
+        ax.set_xticks([i + 0.27 for i in range(len(rows))], [r["clip"] for r in rows], fontsize=7)
+        ax.set_ylabel(f"seconds per clip ({cores} core)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.out / "bench_decode.png", dpi=120)
+    except ImportError:
+        print("matplotlib missing: no PNG")
+    print(json.dumps({"clips": {r["clip"]: {m: r[m]["s_per_clip"] for m in SEEK_MODES} for r in rows},
+                      "cores": cores}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
