@@ -19,9 +19,9 @@ $(SETUP_DONE): pyproject.toml constraints.txt scripts/install_debian_packages.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 ifeq ($(ENGINE),gpu)
-	$(BIN)/pip install -e '.[gpu,test]'
+	$(BIN)/pip install -e '.[gpu,test,bench]'
 else
-	$(BIN)/pip install -c constraints.txt -e '.[cpu,test]'
+	$(BIN)/pip install -c constraints.txt -e '.[cpu,test,bench]'
 	# broken on CPU torch and unused: removing them keeps imports from tripping over them
 	$(BIN)/pip uninstall -y torchaudio torchcodec
 endif
