@@ -149,7 +149,9 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
           file=out)
     print(f"  model   {job.model.name} ({job.model.family}) on {plan.engine}, tier {plan.tier}, {plan.dtype}, "
           f"quant {quant}", file=out)
-    print(f"  input   {frames} frames of {d.width}x{d.height} ({plan.vision_tokens_per_clip} video tokens), "
+    size = (f"{d.width}x{d.height}" if d.width else f"up to {d.max_pixels} px, aspect kept" if d.max_pixels
+            else "source size")
+    print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
           f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}", file=out)
     for note in notes:
         print(f"  note    {note}", file=out)
@@ -204,6 +206,7 @@ def print_plan(plan: dict, path: Path | None, out=None) -> None:
         ("memory (GiB)", ", ".join(f"{k} {v}" for k, v in memory.items() if v is not None)),
         ("fits", f"{'yes' if plan['fits'] else 'NO'}: {' '.join(plan['reasons'])}"),
     ]
+    rows += [("note", n) for n in plan.get("notes") or []]
     rows += [("warning", w) for w in plan["warnings"]]
     _print_rows("plan", rows, path, out)
 

@@ -54,6 +54,7 @@ class Plan:
     tokens_per_request: int             # prompt text + video (+ Qwen3 timestamps) + max_new_tokens
     fits: bool
     reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how a figure was reached (not a problem: no warning)
     warnings: list[str] = field(default_factory=list)
     speculative: dict | None = None     # the tier's suggestion, for the job's speculative settings
     engine_reason: str = ""             # why this engine (engine=auto picks one)
@@ -174,8 +175,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
         video_tokens, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
     except ValueError as exc:
         raise PlanError(f"`video`: {exc}") from None
-    if size_note:
-        warnings.append(size_note)
+    notes = [size_note] if size_note else []
     need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
     context = arch.get("max_position_embeddings")
 
@@ -335,7 +335,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
                     "weights_vision": gib(weights["vision"]), "reserve": gib(reserve), "kv_budget": gib(kv_budget),
                     "kv_per_sequence": gib(kv_seq)},
         kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
-        tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, speculative=tier.speculative,
+        tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, notes=notes, speculative=tier.speculative,
         engine_reason=engine_reason, tensor_parallel_size=tp, replicas=max(1, tier.count // tp),
     )
 

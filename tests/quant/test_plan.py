@@ -32,7 +32,7 @@ def test_a_pixel_budget_is_planned_at_its_worst_frame_size():
     # 84x28 frames, which the processor (min 3136 px) scales up to 112x56: 4 x 2 tokens per 2 frames
     plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm")
     assert plan.vision_tokens_per_clip == 4 * 8 and plan.tokens_per_request == 80 + 32 + 48
-    assert any("worst case" in w for w in plan.warnings)
+    assert any("worst case" in n for n in plan.notes) and not any("worst case" in w for w in plan.warnings)
 
 
 def test_gpu_budget_adds_up_and_caps_max_num_seqs():
