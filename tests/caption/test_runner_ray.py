@@ -1,6 +1,10 @@
-"""runner=ray for real: a local Ray cluster on this machine's 2 CPUs, the embedded model, 2 engine actors.
+"""runner=ray for real: the `caption` command, in a process of its own, starts a local Ray cluster on this
+machine's 2 CPUs and runs the embedded model in 2 engine actors.
 
-Kept small (3-4 clips): each test starts two vLLM engines in Ray actors on a shared 2-core machine.
+Why a process of its own: a Ray cluster started from the test process inherits what earlier tests left in
+it (in-process vLLM engines export VLLM_* variables and bind OpenMP threads); under the full suite that
+left the engine actors spinning instead of captioning. A user runs `caption runner=ray` from a shell, so
+that is what these tests run. Kept small (3-6 clips): each run starts two vLLM engines on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -16,18 +20,13 @@ import time
 
 import pytest
 
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
-# two actors, one core each (runner.engine_cpus=0.5 leaves 1 CPU of 2 for decoding tasks); one clip per batch
+# two actors, half a CPU each in Ray's books (one core each when bound), decoding tasks half a CPU; one clip
+# per batch
 RAY = ["runner=ray", "runner.actors=2", "runner.engine_cpus=0.5", "runner.decode_cpus=0.5", "runner.batch_clips=1",
        "progress=false", "references=null"]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 2**20, log_to_driver=False)
-    yield
-    ray.shutdown()
+RUN_LIMIT_S = 480  # a run that hangs fails the test instead of the suite
 
 
 @pytest.fixture
@@ -41,10 +40,22 @@ def clips(tmp_path, synth_dir):
     return _clips
 
 
-def _run(compose_config, overrides, engine=None):
-    from caption.job import run_job
+def _clean_env() -> dict:
+    """This process's environment without what in-process engines exported (VLLM_*, OpenMP preload)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VLLM_", "RAY_", "PYTEST_")) and k not in ("LD_PRELOAD", "LOCAL_WORLD_SIZE")}
+    return {**env, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
 
-    return run_job(compose_config(overrides), engine=engine)
+
+def _caption(overrides, tmp_path, output):
+    """Run `caption` with these overrides; (exit status, summary dict, stderr)."""
+    run_dir = tmp_path / f"run-{output.stem}-{time.monotonic_ns()}"
+    proc = subprocess.run([sys.executable, "-m", "caption", *overrides, f"output={output}",
+                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
+                          env=_clean_env(), timeout=RUN_LIMIT_S)
+    summary_path = output.with_name(output.name + ".summary.json")
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    return proc.returncode, summary, proc.stderr
 
 
 def _records(path):
@@ -52,13 +63,15 @@ def _records(path):
 
 
 @pytest.mark.slow
-def test_ray_runner_writes_the_local_runners_greedy_captions(ray_cluster, clips, compose_config, vllm_engine,
-                                                            tmp_path):
+def test_ray_runner_writes_the_local_runners_greedy_captions(clips, compose_config, vllm_engine, tmp_path):
+    from caption.job import run_job
+
     folder = clips(3)
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
-    _run(compose_config, [f"input_dir={folder}", f"output={local}", "progress=false", "references=null"],
-         engine=vllm_engine)
-    summary = _run(compose_config, [f"input_dir={folder}", f"output={on_ray}", "tasks=[caption,motion]", *RAY])
+    run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null"]),
+            engine=vllm_engine)
+    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *RAY], tmp_path, on_ray)
+    assert status == 0, err[-3000:]
     assert summary["exit_status"] == 0 and summary["captions_ok"] == 6 and summary["runner"] == "ray"
     records = _records(on_ray)
     assert len({(r["video"], r["task"]) for r in records}) == len(records) == 6
@@ -70,7 +83,8 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(ray_cluster, clips,
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
     # resume: the same command again finds nothing to do and changes nothing
     before = on_ray.read_bytes()
-    again = _run(compose_config, [f"input_dir={folder}", f"output={on_ray}", "tasks=[caption,motion]", *RAY])
+    status, again, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *RAY], tmp_path, on_ray)
+    assert status == 0, err[-3000:]
     assert again["videos_skipped_resume"] == 3 and again["videos_run"] == 0 and on_ray.read_bytes() == before
 
 
@@ -94,14 +108,14 @@ def _actor_pids():
 
 
 @pytest.mark.slow
-def test_an_engine_actor_killed_mid_run_costs_no_record(ray_cluster, clips, compose_config, tmp_path):
+def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     """SIGKILL (what the OOM killer sends) to an engine actor once the first records are in: Ray restarts
     it, its batch runs again in the next pass, the output is complete and holds each clip once."""
     folder, out = clips(6), tmp_path / "out.jsonl"
     killed = []
 
     def kill_one_when_records_arrive():
-        deadline = time.time() + 300
+        deadline = time.time() + RUN_LIMIT_S
         while time.time() < deadline and not killed:
             pids = _actor_pids()
             if len(pids) == 2 and out.exists() and out.read_text(encoding="utf-8").count("\n") >= 1:
@@ -114,13 +128,13 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(ray_cluster, clips, comp
     watcher.start()
     # 200 tokens a request keep the engines busy for a while, so the kill lands while batches are queued
     long = ["sampling.min_new_tokens=200", "sampling.max_new_tokens=200"]
-    summary = _run(compose_config, [f"input_dir={folder}", f"output={out}", "tasks=[caption,motion]", *long, *RAY])
+    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY], tmp_path, out)
     watcher.join(timeout=5)
     assert killed, "no actor was killed: the job ended before the watcher saw a record"
     records = _records(out)
     assert sorted((r["video"], r["task"]) for r in records) == [(f"clip_{i:05d}.mp4", task) for i in range(6)
                                                                 for task in ("caption", "motion")]  # all, once
-    assert all(r["status"] == "ok" for r in records) and summary["exit_status"] == 0
+    assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
     # the killed actor's batches came back without records and ran again in a second pass
     assert summary["clips_lost"] == 0 and summary["ray_passes"] == 2
 
