@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from caption.adapters import Adapter, AdapterError, load_adapters
+from caption.engines.options import EngineOptions
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling, sampling_warnings
 from caption.prompts import INSTRUCTIONS_KO, prompt_format
@@ -82,18 +83,17 @@ class JobConfig:
     verbose: bool
     model: ModelSettings
     engine: str  # as the plan resolved it: vllm or hf
-    engine_options: dict
+    engine_options: EngineOptions
     gpu: dict
     sampling: SamplingSettings
     decode: DecodeSpec
     decode_workers: int
     decode_timeout_s: float
     ablation: str
-    engine_max_restarts: int  # restarts of an engine that breaks mid-run before the job stops
     runner: RunnerSettings
+    include_base: bool  # caption with the base model too (always, when there are no adapters)
+    lora_max_rank: int
     adapters: tuple[Adapter, ...] = ()
-    include_base: bool = True  # caption with the base model too (always, when there are no adapters)
-    lora_max_rank: int = 16
     speculative: dict | None = None  # vLLM speculative_config
     forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
     raw: dict = field(repr=False, default_factory=dict)
@@ -111,6 +111,13 @@ def _require(cfg: DictConfig, key: str):
     if OmegaConf.is_missing(cfg, key):
         raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
     return cfg[key]
+
+
+def _group_key(group: dict, name: str, key: str):
+    """A key every preset of config group `name` sets (its defaults live in conf/<name>/)."""
+    if group.get(key) is None:
+        raise ConfigError(f"`{name}.{key}` is missing: the conf/{name}/ preset in use must set it")
+    return group[key]
 
 
 def _choice(value, allowed, key: str):
@@ -192,7 +199,9 @@ def _runner(cfg: DictConfig) -> RunnerSettings:
         max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
 
 
-def _available_ram_gib() -> float:
+def _total_ram_gib() -> float:
+    """This machine's physical memory. The plan checks that the weights fit in it at all; what other
+    processes use at the moment is not a property of the machine the job is planned for."""
     import os
 
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -284,7 +293,7 @@ def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engin
     soft = bool(cfg.get("plan_only")) or in_multirun()
     gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
-        gpu["ram_gib"] = round(_available_ram_gib(), 1)  # weights live in host memory: check them
+        gpu["ram_gib"] = round(_total_ram_gib(), 1)  # weights live in host memory: check them
     frames = decode.sampling.num_frames if decode.sampling.mode == "uniform" else decode.sampling.max_frames
     video = {"num_frames": frames, "width": decode.width, "height": decode.height,
              "max_pixels": decode.max_pixels, "size_multiple": decode.size_multiple}
@@ -363,11 +372,15 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if not plan.fits and not (plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     plan.warnings.extend(sampling_warnings(sampling, plan.engine))  # knobs this engine cannot apply
-    lora = OmegaConf.to_container(cfg.lora, resolve=True) if "lora" in cfg else {"adapters": []}
+    lora = OmegaConf.to_container(cfg.lora, resolve=True)
     try:
         adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name,
-                                 int(lora.get("max_rank") or 16))
+                                 int(_group_key(lora, "lora", "max_rank")))
     except AdapterError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        engine_options = EngineOptions.from_config(OmegaConf.to_container(cfg.engine, resolve=True))
+    except ValueError as exc:
         raise ConfigError(str(exc)) from None
     model = ModelSettings(name=model.name, family=model.family, path=str(plan.model_path or model.path),
                           dtype=plan.dtype, max_model_len=model.max_model_len, trained_on=model.trained_on)
@@ -378,15 +391,14 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         retry_errors=bool(cfg.retry_errors), fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, engine=plan.engine,
-        engine_options=OmegaConf.to_container(cfg.engine, resolve=True),
+        engine_options=engine_options,
         gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
         sampling=sampling, decode=decode,
         decode_workers=int(_positive(cfg.video.workers, "video.workers", allow_zero=True)),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
-        adapters=tuple(adapters), include_base=bool(lora.get("include_base", False)),
-        lora_max_rank=int(lora.get("max_rank") or 16), speculative=spec, forced_lengths=forced_lengths,
-        engine_max_restarts=int(_positive(cfg.engine.max_restarts, "engine.max_restarts", allow_zero=True)),
+        adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
+        lora_max_rank=int(_group_key(lora, "lora", "max_rank")), speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg),
         raw=OmegaConf.to_container(cfg, resolve=True),
     )

@@ -176,7 +176,7 @@ class _EngineSupervisor:
                 return
             except EngineFailure as failure:
                 tally.engine_failures.append(str(failure))
-                if not self.owned or self.restarts >= self.job.engine_max_restarts:
+                if not self.owned or self.restarts >= self.job.engine_options.max_restarts:
                     raise EngineDied(self._died_message(failure)) from None
                 self.restarts += 1
                 tally.engine_restarts = self.restarts
@@ -188,7 +188,7 @@ class _EngineSupervisor:
         plan, video = self.job.plan, self.job.decode
         settings = plan.vllm if plan.vllm is not None else plan.hf
         return (f"the {self.job.engine} engine failed ({failure}) after {self.restarts} restart(s) "
-                f"(engine.max_restarts={self.job.engine_max_restarts}). Plan: model {plan.model}, tier {plan.tier}, "
+                f"(engine.max_restarts={self.job.engine_options.max_restarts}). Plan: model {plan.model}, tier {plan.tier}, "
                 f"{settings}, {video.sampling.num_frames} frames of {video.width}x{video.height}. If it ran out of "
                 "memory, lower gpu.max_num_seqs, video.num_frames or the frame size (video.width/height)")
 

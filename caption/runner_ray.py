@@ -167,8 +167,8 @@ class _CaptionActor:
 
         self.cores, self._lock = _claim_cores(job)
         if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
-            env = dict(job.gpu.get("env") or {}, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
-            job = dataclasses.replace(job, gpu=dict(job.gpu, env=env))
+            env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
+            job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
         self.job = job
         self.supervisor = _EngineSupervisor(job)
         self.supervisor.start()
@@ -201,7 +201,7 @@ def _claim_cores(job: JobConfig):
     """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
     (runner.engine_cpus of them) no other engine actor holds, with a lock file the OS releases when this
     process dies, so a restarted actor gets the cores back. (cores, lock) or (None, None)."""
-    env = job.gpu.get("env") or {}
+    env = job.plan.engine_env
     if job.gpu.get("device") != "cpu" or str(env.get("VLLM_CPU_OMP_THREADS_BIND")) != "all":
         return None, None
     cores = sorted(os.sched_getaffinity(0))

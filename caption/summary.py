@@ -15,7 +15,8 @@ from caption.engines.base import StageClock
 class JobTally:
     videos_found: int = 0
     videos_skipped: int = 0  # already had records (resume)
-    videos_todo: int = 0
+    videos_todo: int = 0  # videos this job set out to caption (after resume and limit)
+    videos_written: set = field(default_factory=set)  # videos that got at least one record in this job
     requests_ok: int = 0
     requests_error: int = 0
     prompt_tokens: int = 0
@@ -42,6 +43,7 @@ class JobTally:
                              dynamic_ncols=True, smoothing=0.1)
 
     def count(self, record: dict) -> None:
+        self.videos_written.add(record["video"])
         if record["status"] == "ok":
             self.requests_ok += 1
             self.prompt_tokens += record.get("prompt_tokens") or 0
@@ -62,14 +64,14 @@ class JobTally:
     def summary(self, job, engine_stats: dict) -> dict:
         now = time.perf_counter()
         gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
-        videos_run = self.videos_todo
+        videos_run = len(self.videos_written)  # an interrupted job ran fewer than it set out to
         engine_stats = dict(engine_stats)
         stages = stage_breakdown(self.clock.seconds, engine_stats.pop("engine_stages_s", None) or {}, gen_wall)
         return {
             "model": job.model.name, "engine": job.engine, "gpu": job.gpu.get("name"),
             "tasks": list(job.tasks), "output": str(job.output),
             "videos_found": self.videos_found, "videos_skipped_resume": self.videos_skipped,
-            "videos_run": videos_run, "videos_failed": len(self.failures),
+            "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_failed": len(self.failures),
             "captions_ok": self.requests_ok, "captions_failed": self.requests_error,
             "wall_s": round(now - self.started, 2), "generation_wall_s": round(gen_wall, 2),
             "videos_per_s": round(videos_run / gen_wall, 3) if gen_wall > 0 else None,

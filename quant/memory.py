@@ -28,7 +28,8 @@ VIDEO_PIXEL_DEFAULTS = {"qwen2_vl": (128 * 28 * 28, 28 * 28 * 768), "qwen2_5_vl"
 # (transformers Qwen3VLProcessor). ~6 tokens of text + 2 markers; an estimate, not tokenized here.
 QWEN3_TEXT_TOKENS_PER_GROUP = 8
 
-# vLLM hands out KV cache in blocks of this many tokens; a sequence occupies whole blocks.
+# vLLM hands out KV cache in blocks of this many tokens; a sequence occupies whole blocks. 16 is vLLM's
+# default (CacheConfig.DEFAULT_BLOCK_SIZE, vllm/config/cache.py); a tier may set its own (gpu.block_size).
 KV_BLOCK_TOKENS = 16
 
 

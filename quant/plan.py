@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from quant.errors import PlanError
 from quant.parallel import choose_tensor_parallel
-from quant.memory import (GIB, KV_BLOCK_TOKENS, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
+from quant.memory import (GIB, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
                           frame_sizes_within, vision_tokens, weight_bytes)
 from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
@@ -60,6 +60,7 @@ class Plan:
     engine_reason: str = ""             # why this engine (engine=auto picks one)
     tensor_parallel_size: int = 1       # GPUs each engine spans (vLLM tensor_parallel_size)
     replicas: int = 1                   # independent engines per machine: gpu.count / tensor_parallel_size
+    engine_env: dict = field(default_factory=dict)  # vLLM's environment (gpu.env), exported before it loads
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,7 +188,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
         weights = {part: size / tp for part, size in weights.items()}
         heads = int(arch["num_kv_heads"])
         kv_tok = kv_tok // heads * max(1, heads // tp)
-    kv_seq = kv_bytes(kv_tok, need, block=KV_BLOCK_TOKENS)
+    kv_seq = kv_bytes(kv_tok, need, block=tier.block_size)
     act = dtype_bytes(dtype)
 
     # max_model_len: the preset's, unless a request would not fit in it
@@ -316,7 +317,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
                 "max_num_seqs": max_num_seqs, "max_num_batched_tokens": batched, "max_model_len": max_len,
                 "enable_chunked_prefill": tier.enable_chunked_prefill, "enforce_eager": tier.enforce_eager,
                 "quantization": (choice.checkpoint_format or choice.method) if choice.method in PREQUANTIZED else None,
-                "kv_cache_dtype": tier.kv_cache_dtype, "tensor_parallel_size": tp}
+                "kv_cache_dtype": tier.kv_cache_dtype, "tensor_parallel_size": tp, "block_size": tier.block_size}
     else:
         # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
         hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
@@ -337,6 +338,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
         kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
         tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, notes=notes, speculative=tier.speculative,
         engine_reason=engine_reason, tensor_parallel_size=tp, replicas=max(1, tier.count // tp),
+        engine_env=dict(tier.env) if engine == "vllm" else {},
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quant.errors import PlanError
-from quant.memory import GB, GIB
+from quant.memory import GB, GIB, KV_BLOCK_TOKENS
 
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
@@ -37,6 +37,7 @@ class Tier:
     env: dict = field(default_factory=dict)
     count: int = DEFAULT_GPU_COUNT     # GPUs (cpu: engine replicas) on each machine
     tensor_parallel_size: int | None = None  # None: the planner picks it (quant.plan)
+    block_size: int = KV_BLOCK_TOKENS  # KV-cache block (tokens): the planner counts in it, vLLM runs it
 
     @property
     def is_gpu(self) -> bool:
@@ -92,6 +93,11 @@ class Tier:
             if tp > 1 and device == "cpu":
                 raise PlanError("`gpu.tensor_parallel_size` > 1 needs GPUs: on the cpu tier each engine is one "
                                 "process (gpu.count sets how many)")
+        block = cfg.get("block_size")
+        block = KV_BLOCK_TOKENS if block is None else int(block)
+        if block <= 0 or (device == "cpu" and block % 32):
+            raise PlanError(f"`gpu.block_size={cfg.get('block_size')}` must be a positive number of tokens"
+                            + (", a multiple of 32 on the cpu tier (vLLM's CPU attention)" if device == "cpu" else ""))
         env = dict(cfg.get("env") or {})
         cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
         return cls(
@@ -106,5 +112,5 @@ class Tier:
             speculative=cfg.get("speculative") or None, cap_to_tier=bool(cfg.get("cap_to_tier", False)),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
-            count=count, tensor_parallel_size=tp,
+            count=count, tensor_parallel_size=tp, block_size=block,
         )

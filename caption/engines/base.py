@@ -34,7 +34,8 @@ class Result:
     prompt_tokens: int = 0
     output_tokens: int = 0
     finish_reason: str | None = None
-    generate_s: float = 0.0
+    generate_s: float = 0.0  # seconds from the request entering the engine to its result: on vLLM its own
+    #   submit-to-finish time; on transformers its batch's `generate` call, which all its requests share
     ttft_s: float | None = None  # time to first token, where the engine reports it
     tpot_s: float | None = None  # time per output token after the first, where the engine reports it
     error: str | None = None

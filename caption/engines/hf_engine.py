@@ -93,7 +93,7 @@ class HfEngine:
         patch_transformers()  # Qwen2.5-VL positions as vLLM and Qwen compute them
         started = time.perf_counter()
         self.torch = torch
-        torch.manual_seed(int(job.engine_options.get("seed", 0)))
+        torch.manual_seed(job.engine_options.seed)
         plan = job.plan.hf
         self.device = "cuda" if plan["device"] == "cuda" and torch.cuda.is_available() else "cpu"
         if self.device == "cuda" and plan.get("memory_fraction"):  # rehearsing a smaller tier
@@ -103,12 +103,12 @@ class HfEngine:
         if model is None:
             model = AutoModelForImageTextToText.from_pretrained(
                 job.model.path, dtype=getattr(torch, plan["dtype"]),
-                attn_implementation=job.engine_options.get("attn_implementation", "sdpa"),
+                attn_implementation=job.engine_options.attn_implementation,
                 quantization_config=_bitsandbytes_config(plan.get("quantization_config"), torch))
         model = model if plan.get("quantization_config") else model.to(self.device)
         self.model = _with_adapters(model, job.adapters).eval()
         self.has_adapters = bool(job.adapters)
-        self.batch_size = min(int(job.engine_options.get("batch_size", 8)), plan.get("max_batch_size") or 10**9)
+        self.batch_size = min(job.engine_options.batch_size, plan.get("max_batch_size") or 10**9)
         self.sampling = job.sampling
         self.processor_kwargs = prompt_format(job.model.family).processor_kwargs
         tok = self.processor.tokenizer
@@ -191,7 +191,9 @@ class HfEngine:
             else:
                 stopped = next((i for i, t in enumerate(ids) if t in eos), None)
                 kept = ids[:stopped] if stopped is not None else [t for t in ids if t != pad]
-            text = self.processor.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            # a reply cut by max_new_tokens can end inside a character's UTF-8 bytes: vLLM's incremental
+            # detokenizer holds such a tail back, decode() renders it as U+FFFD; drop it, as vLLM does
+            text = self.processor.tokenizer.decode(kept, skip_special_tokens=True).strip().rstrip("\ufffd")
             n = len(kept) + (stopped is not None)
             results.append(Result(request, text=text,
                                   prompt_tokens=int(inputs["attention_mask"][row].sum()),

@@ -82,12 +82,13 @@ def engine_args(job) -> dict:
         model=job.model.path,
         tokenizer=job.model.path,
         limit_mm_per_prompt={"image": 0, "video": 1},
-        enable_prefix_caching=bool(opts.get("enable_prefix_caching", True)),
-        seed=int(opts.get("seed", 0)),
+        enable_prefix_caching=opts.enable_prefix_caching,
+        seed=opts.seed,
         disable_log_stats=False,  # keep the counters the summary reports
     )
     for key in ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
-                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype", "tensor_parallel_size"):
+                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype", "tensor_parallel_size",
+                "block_size"):
         if plan.get(key) is not None:
             args[key] = plan[key]
     if job.adapters:  # every adapter of the job can be in one batch
@@ -98,8 +99,6 @@ def engine_args(job) -> dict:
     processor = prompt_format(job.model.family).processor_kwargs
     if processor:
         args["mm_processor_kwargs"] = dict(processor)
-    if job.gpu.get("block_size"):
-        args["block_size"] = int(job.gpu["block_size"])
     args["mm_processor_cache_gb"] = processor_cache_gib(job)
     return args
 
@@ -120,7 +119,7 @@ def processor_cache_gib(job) -> float:
     sampling = job.decode.sampling
     frames = sampling.num_frames if sampling.mode == "uniform" else sampling.max_frames
     clip_bytes = frames * (job.decode.width or 448) * (job.decode.height or 448) * 3 * 4
-    clips = math.ceil(int(job.engine_options.get("max_inflight", 256)) / per_clip)
+    clips = math.ceil(job.engine_options.max_inflight / per_clip)
     return round(max(0.01, 1.25 * clips * clip_bytes / 2**30), 3)
 
 
@@ -135,7 +134,7 @@ def sampling_params(job, stop: tuple[str, ...]):
         temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
         repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
         # blocks EOS and the generation config's eos ids (<|im_end|> here), as min_new_tokens does in transformers
-        min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=int(job.engine_options.get("seed", 0)),
+        min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=job.engine_options.seed,
     )
 
 
@@ -147,6 +146,13 @@ def beam_search_params(job):
     s = job.sampling
     return BeamSearchParams(beam_width=s.num_beams, max_tokens=s.max_new_tokens, temperature=s.temperature,
                             length_penalty=s.length_penalty)
+
+
+# vLLM's counters live in prometheus_client's process-wide registry, and building an engine unregisters
+# every earlier engine's (vllm/v1/metrics/loggers.py, PrometheusStatLogger -> unregister_vllm_metrics in
+# vllm/v1/metrics/prometheus.py): only the newest engine of a process can report counters. Engines are
+# numbered as they are built, so an older one reports none rather than another engine's.
+_engines_built = 0
 
 
 def _counters(llm) -> dict[str, float]:
@@ -161,8 +167,8 @@ class VllmEngine:
     name = "vllm"
 
     def __init__(self, job, stop: tuple[str, ...]):
-        apply_engine_env(job.gpu.get("env"))
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", str(job.engine_options.get("log_level", "WARNING")))
+        apply_engine_env(job.plan.engine_env)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", job.engine_options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadWarning())
         _guard_kernel_rebind_scan()
         from vllm import LLM
@@ -170,12 +176,15 @@ class VllmEngine:
         started = time.perf_counter()
         self.llm = LLM(**engine_args(job))
         self.load_s = time.perf_counter() - started
+        global _engines_built
+        _engines_built += 1
+        self.number = _engines_built  # the newest engine of this process reports vLLM's counters
         # what the weights take: the checkpoint's tensors as stored (vLLM loads them as they are)
         self.weight_bytes = sum(f.stat().st_size for f in Path(job.model.path).glob("*.safetensors")) or None
         self._forced_params: dict[int, object] = {}  # forced output length -> its SamplingParams
         self.clock = StageClock()
         self.steps = 0  # engine steps since reset_stats (each reads the weights once)
-        self.max_inflight = int(job.engine_options.get("max_inflight", 256))
+        self.max_inflight = job.engine_options.max_inflight
         self.beam_params = beam_search_params(job) if job.sampling.beam_search else None
         self.params = None if self.beam_params else sampling_params(job, stop)
         from vllm.lora.request import LoRARequest
@@ -254,7 +263,8 @@ class VllmEngine:
             prompt_len = len(best.orig_prompt["prompt_token_ids"])
             generated = best.tokens[prompt_len:]  # .tokens and .text also hold the prompt
             ended = bool(generated) and generated[-1] == self.eos_token_id
-            text = self.tokenizer.decode(generated[:-1] if ended else generated, skip_special_tokens=True)
+            text = self.tokenizer.decode(generated[:-1] if ended else generated,
+                                         skip_special_tokens=True).rstrip("\ufffd")  # as the sampling path
             results.append(Result(request, text=text.strip(), prompt_tokens=prompt_len,
                                   output_tokens=len(generated),
                                   finish_reason=best.finish_reason or ("stop" if ended else "length"),
@@ -341,14 +351,25 @@ class VllmEngine:
         self.clock.reset()
         self.steps = 0
 
+    @property
+    def holds_counters(self) -> bool:
+        """False once a later engine was built in this process (see _engines_built)."""
+        return self.number == _engines_built
+
     def stats(self) -> dict:
+        stats = {"engine_load_s": round(self.load_s, 2), "weight_bytes": self.weight_bytes,
+                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps}
+        if not self.holds_counters:
+            stats.update(prefix_cache_queries=None, prefix_cache_hits=None, prefix_cache_hit_rate=None)
+            if self.speculative:
+                stats.update(spec_draft_tokens=None, spec_accepted_tokens=None, spec_acceptance_rate=None,
+                             spec_mean_accepted_length=None)
+            return stats
         now = _counters(self.llm)
         delta = {k: now[k] - self._baseline[k] for k in COUNTERS}
         queries, hits = delta["vllm:prefix_cache_queries"], delta["vllm:prefix_cache_hits"]
-        stats = {"engine_load_s": round(self.load_s, 2), "weight_bytes": self.weight_bytes,
-                 "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
-                 "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None,
-                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps}
+        stats.update(prefix_cache_queries=int(queries), prefix_cache_hits=int(hits),
+                     prefix_cache_hit_rate=round(hits / queries, 4) if queries else None)
         if self.speculative:
             drafts, accepted = delta["vllm:spec_decode_num_draft_tokens"], delta["vllm:spec_decode_num_accepted_tokens"]
             steps = delta["vllm:spec_decode_num_drafts"]

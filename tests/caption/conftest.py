@@ -27,13 +27,26 @@ def job_config(synth_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(job_config, model_dir):
+def _vllm_engines():
+    held = {}
+    yield held
+    if held.get("engine") is not None:
+        held["engine"].close()  # else vLLM logs into pytest's closed capture stream at exit
+
+
+@pytest.fixture
+def vllm_engine(_vllm_engines, job_config, model_dir):
+    """One vLLM engine shared by the tests, built again when a test built another one since: vLLM keeps
+    the counters (prefix cache, speculation) of the newest engine of a process only."""
     from caption.engines.vllm_engine import VllmEngine
 
-    job = job_config([])
-    engine = VllmEngine(job, prompt_format(job.model.family).stop)
-    yield engine
-    engine.close()  # else vLLM logs into pytest's closed capture stream at exit
+    engine = _vllm_engines.get("engine")
+    if engine is None or not engine.holds_counters:
+        if engine is not None:
+            engine.close()
+        job = job_config([])
+        engine = _vllm_engines["engine"] = VllmEngine(job, prompt_format(job.model.family).stop)
+    return engine
 
 
 @pytest.fixture(scope="session")

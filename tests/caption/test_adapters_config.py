@@ -100,9 +100,3 @@ def test_speculative_settings(compose_config, synth_dir, tmp_path):
         _job(compose_config, synth_dir, tmp_path, "spec=draft", "spec.model=/nonexistent")
     with pytest.raises(ConfigError, match="spec.num_speculative_tokens"):
         _job(compose_config, synth_dir, tmp_path, "spec=ngram", "spec.num_speculative_tokens=0")
-
-
-@pytest.mark.parametrize("preset", ["factual", "balanced", "creative", "quality", "speed", "greedy"])
-def test_sampling_presets_compose(compose_config, synth_dir, tmp_path, preset):
-    job = _job(compose_config, synth_dir, tmp_path, f"sampling={preset}")
-    assert job.sampling.name == preset and job.sampling.max_new_tokens >= job.sampling.min_new_tokens

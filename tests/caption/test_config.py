@@ -22,7 +22,7 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "engine=hf",
                           "video=fps", "video.fps=4", "tasks=[caption,keywords]"])
     job = load_job_config(cfg)
-    assert job.engine == "hf" and job.engine_options["batch_size"] > 0
+    assert job.engine == "hf" and job.engine_options.batch_size == 16
     assert job.decode.sampling.mode == "fps" and job.decode.sampling.fps == 4.0
     assert job.tasks == ("caption", "keywords")
 
@@ -44,6 +44,10 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["model.path=/nonexistent/model"], "model.path"),
     (["model.family=gpt"], "model.family"),
     (["limit=0"], "limit"),
+    (["+engine.batchsize=4"], "`engine.batchsize` is not an engine option"),
+    (["engine.batch_size=null"], "`engine.batch_size` is missing"),
+    (["engine.max_inflight=0"], "`engine.max_inflight` must be >= 1"),
+    (["lora.max_rank=null"], "`lora.max_rank` is missing"),
 ])
 def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, overrides, message):
     args = {"input_dir": f"input_dir={synth_dir}", "output": f"output={tmp_path / 'o.jsonl'}"}

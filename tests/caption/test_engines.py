@@ -60,7 +60,12 @@ def test_captions_are_korean_sentences_naming_the_clip(synth_dir, vllm_engine):
 
 
 def test_results_stream_in_completion_order_and_are_keyed(synth_dir, vllm_engine):
-    requests = _requests(synth_dir)
+    """The first request submitted generates 40 tokens, the next ones 2: with continuous batching the short
+    ones finish first and are handed back first, each keyed to its own request."""
+    requests = _requests(synth_dir)[:3]
+    requests[0].forced_output_tokens = 40
+    for request in requests[1:]:
+        request.forced_output_tokens = 2
     consumed = []
 
     def stream():
@@ -68,8 +73,21 @@ def test_results_stream_in_completion_order_and_are_keyed(synth_dir, vllm_engine
             consumed.append(request.key)
             yield request
 
-    keys = [r.request.key for r in vllm_engine.run(stream())]
-    assert sorted(keys) == sorted(consumed) == sorted(r.key for r in requests)
+    results = list(vllm_engine.run(stream()))
+    assert consumed == [r.key for r in requests]
+    assert [r.request.key for r in results][-1] == requests[0].key  # submitted first, finished last
+    assert sorted(r.request.key for r in results[:2]) == sorted(r.key for r in requests[1:])
+    assert [r.output_tokens for r in results] == [2, 2, 40]
+
+
+def test_the_live_engine_runs_the_plans_settings(vllm_engine, job_config):
+    """What the planner counted (KV block, concurrent requests, context) is what vLLM runs."""
+    plan = job_config([]).plan.vllm
+    config = vllm_engine.llm.llm_engine.vllm_config
+    assert config.cache_config.block_size == plan["block_size"] == 32
+    assert config.scheduler_config.max_num_seqs == plan["max_num_seqs"]
+    assert config.model_config.max_model_len == plan["max_model_len"]
+    assert config.scheduler_config.max_num_batched_tokens == plan["max_num_batched_tokens"]
 
 
 def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):

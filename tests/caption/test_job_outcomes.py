@@ -96,6 +96,7 @@ def test_fail_fast_stops_at_the_first_failed_clip(compose_config, tmp_path, synt
                                       "video.workers=0", "references=null"]), engine=vllm_engine)
     assert summary["stopped"] == "fail_fast" and summary["exit_status"] == EXIT_FAILED_RECORDS
     assert [r["video"] for r in _records(out)] == ["a_broken.mp4"] and summary["records_left_undone"] == 4
+    assert summary["videos_todo"] == 5 and summary["videos_run"] == 1  # the one that got a record
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

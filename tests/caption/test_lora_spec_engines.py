@@ -17,8 +17,16 @@ def _vllm(job):
     return VllmEngine(job, prompt_format(job.model.family).stop)
 
 
+# n-gram speculation proposes the tokens that followed the last generated ones earlier in the context: an
+# example caption in the prompt gives it something to look up (without one the embedded model's short
+# captions repeat nothing, and n-gram proposes nothing at all)
+EXAMPLE = "예: 열기구 하나가 빠르게 아래로 움직인다. 구름 한 조각이 천천히 오른쪽으로 움직인다. "
+
+
 def test_speculative_decoding_keeps_greedy_output(synth_dir, job_config, vllm_engine):
     requests = _requests(synth_dir, tasks=("caption", "motion"))
+    for request in requests:
+        request.prompt = request.prompt.replace("<|vision_end|>", "<|vision_end|>" + EXAMPLE, 1)
     plain = _texts(vllm_engine.run(requests))
     for spec in ("ngram", "draft"):
         engine = _vllm(job_config([f"spec={spec}"]))
@@ -29,9 +37,11 @@ def test_speculative_decoding_keeps_greedy_output(synth_dir, job_config, vllm_en
         finally:
             engine.close()
         assert {k: r.text for k, r in speculative.items()} == {k: r.text for k, r in plain.items()}, spec
-        assert stats["spec_draft_tokens"] >= 0, spec
-        if spec == "draft":  # a draft model proposes every step; n-gram only where text repeats
-            assert stats["spec_draft_tokens"] > 0 and 0 < stats["spec_acceptance_rate"] <= 1
+        # proposals were made and some accepted, yet the greedy text above is unchanged
+        assert stats["spec_draft_tokens"] > 0 and stats["spec_accepted_tokens"] > 0, (spec, stats)
+        assert 0 < stats["spec_acceptance_rate"] <= 1, (spec, stats)
+    # vLLM keeps one engine's counters per process: the engine built before these reports none, not theirs
+    assert not vllm_engine.holds_counters and vllm_engine.stats()["prefix_cache_queries"] is None
 
 
 def test_lora_adapter_is_served_by_both_engines_and_they_agree(synth_dir, job_config):

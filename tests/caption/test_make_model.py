@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,13 +149,12 @@ def test_preset_shapes_take_the_presets_numbers(family, shape, tmp_path):
     assert parameters == pytest.approx(arch["params_card"], rel=0.005)
 
 
-@pytest.mark.parametrize("family", FAMILY_NAMES)
-@pytest.mark.parametrize("shape", ["tiny", "cpu", "preset"])
+@pytest.mark.parametrize("family,shape", [(family, shape) for family in FAMILY_NAMES for shape in shapes(family)])
 def test_the_planners_parameter_formulas_count_the_made_model(family, shape):
-    """quant/memory.py sizes every plan from arch numbers; the made model's real tensors must agree."""
+    """quant/memory.py sizes every plan from arch numbers; the architecture transformers builds from the
+    same numbers (meta device: no memory), for every shape and every preset in conf/model/, must agree."""
     from quant.memory import param_counts
 
-    shape = shapes(family)[-1] if shape == "preset" else shape
     config, _, arch = build_config(family, shape)
     assert sum(param_counts(family, arch)) == meta_model(config).num_parameters()
 
@@ -285,3 +285,54 @@ def test_vllm_and_transformers_agree_on_a_real_clip(family, tiny_models, synth_d
         assert processor.tokenizer.decode(hf_prompt).count(" seconds><|vision_start|>") == groups > 1
     assert len(set(hf_tokens)) > 3  # fan-in init: varied tokens, so agreement means something
     assert vllm_tokens == hf_tokens
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_each_family_captions_through_the_job_on_both_engines(family, tiny_models, synth_dir, tmp_path,
+                                                              compose_config):
+    """The whole job (decoding, admission, prompts, records) with each family's tiny checkpoint, from the
+    preset caption-make-model wrote: every record ok on vLLM and on transformers, the same greedy captions
+    and prompt lengths, and the video tokens the processor really produced equal to the planner's formula
+    for the decoded frame size, and within the plan's count (the worst frame shape the pixel budget allows,
+    where the preset does not fix the size)."""
+    from transformers import AutoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    from caption.config import load_job_config
+    from caption.job import run_job
+    from caption.prompts import prompt_format
+    from quant.memory import vision_tokens
+    from video_io.decode import decode_clip
+
+    [preset] = (tiny_models[family] / "vidcap_preset" / "model").glob("*.yaml")
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", clips)
+    records = {}
+    for engine in ("vllm", "hf"):
+        out = tmp_path / f"{engine}.jsonl"
+        overrides = [f"hydra.searchpath=[file://{preset.parent.parent}]", f"model={preset.stem}",
+                     f"engine={engine}", f"input_dir={clips}", f"output={out}", "progress=false", "references=null"]
+        job = load_job_config(compose_config(overrides))
+        summary = run_job(compose_config(overrides))
+        assert summary["exit_status"] == 0 and summary["captions_ok"] == 2, summary.get("failures")
+        records[engine] = {r["video"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+        assert all(r["status"] == "ok" and r["engine"] == engine and r["output_tokens"] > 0
+                   for r in records[engine].values())
+    for field in ("caption", "prompt_tokens", "output_tokens"):
+        assert {v: r[field] for v, r in records["vllm"].items()} == {v: r[field] for v, r in records["hf"].items()}
+    # the planner's video tokens = the placeholders the family's processor expands a decoded clip to
+    clip = decode_clip(str(clips / "clip_00000.mp4"), job.decode)
+    processor = AutoProcessor.from_pretrained(tiny_models[family])
+    inputs = processor(text=[build_prompt(family, "caption")], videos=[clip.frames],
+                       video_metadata=[VideoMetadata(**{k: v for k, v in clip.metadata().items()
+                                                         if k != "do_sample_frames"})],
+                       do_sample_frames=False, **prompt_format(family).processor_kwargs, return_tensors="pt")
+    config = json.loads((tiny_models[family] / "config.json").read_text())
+    video_id = config.get("video_token_id", config.get("video_token_index"))
+    used = int((inputs["input_ids"] == video_id).sum())
+    height, width = clip.frames.shape[1:3]
+    arch = OmegaConf.to_container(OmegaConf.load(preset).arch)
+    assert used == vision_tokens(family, arch, len(clip.frames), width, height) <= job.plan.vision_tokens_per_clip

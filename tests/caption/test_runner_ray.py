@@ -142,7 +142,8 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
     """_claim_cores in real processes: two claim different cores; when one dies its cores are free again."""
     code = ("import sys, time, types; from caption.runner_ray import _claim_cores;"
-            "job = types.SimpleNamespace(gpu={'device': 'cpu', 'env': {'VLLM_CPU_OMP_THREADS_BIND': 'all'}},"
+            "job = types.SimpleNamespace(gpu={'device': 'cpu'},"
+            " plan=types.SimpleNamespace(engine_env={'VLLM_CPU_OMP_THREADS_BIND': 'all'}),"
             " runner=types.SimpleNamespace(engine_cpus=1));"
             "cores, lock = _claim_cores(job); print(cores, flush=True); time.sleep(float(sys.argv[1]))")
     # a lock folder of its own (tempfile honours TMPDIR): engine actors of other tests may still hold theirs

@@ -87,14 +87,6 @@ def test_parameter_formula_counts_the_embedded_checkpoint_exactly():
     assert sum(counts.values()) == arch["params_card"]
 
 
-@pytest.mark.parametrize("option", ["qwen2_5_vl_3b", "qwen2_5_vl_7b", "qwen2_5_vl_72b", "qwen3_vl_8b",
-                                    "llava_next_video_7b"])
-def test_parameter_formula_agrees_with_model_card_totals(option):
-    model = load_model(option)
-    lm, vision = memory.param_counts(model["family"], model["arch"])
-    assert (lm + vision) == pytest.approx(model["arch"]["params_card"], rel=0.005)
-
-
 def test_bits_per_weight_include_quantization_metadata():
     assert memory.bits_per_weight("awq", 4, 128) == pytest.approx(4 + 20 / 128)
     assert memory.bits_per_weight("nf4", double_quant=False) == 4.5

@@ -18,11 +18,12 @@ def gpu(name: str, **overrides) -> dict:
 
 def test_cpu_vllm_concurrency_by_hand():
     # tiny model, fp32: KV/token = 2 x 3 layers x 1 KV head x 64 x 4 B = 1,536 B; a request = 80 prompt
-    # + 16 video + 48 new = 144 tokens (9 blocks of 16) = 221,184 B; VLLM_CPU_KVCACHE_SPACE=2 GiB holds 9,709
+    # + 16 video + 48 new = 144 tokens, held in 5 blocks of the cpu tier's 32 tokens = 160 x 1,536 B =
+    # 245,760 B; VLLM_CPU_KVCACHE_SPACE=2 GiB holds 8,738
     plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm",
                      {"frames": 8, "width": 56, "height": 56})
     assert plan.kv_bytes_per_token == 1536 and plan.vision_tokens_per_clip == 16 and plan.tokens_per_request == 144
-    assert plan.sequences_fit == 2 * GIB // (144 * 1536) == 9709
+    assert plan.sequences_fit == 2 * GIB // (160 * 1536) == 8738 and plan.vllm["block_size"] == 32
     assert plan.fits and plan.vllm["max_num_seqs"] == 64 and plan.vllm["max_model_len"] == 512
     assert plan.vllm["quantization"] is None and plan.dtype == "float32" and plan.vllm["gpu_memory_utilization"] is None
 

@@ -37,6 +37,13 @@ def test_tier_facts():
     assert not tiers["l4"].enable_chunked_prefill and tiers["h100"].speculative
 
 
+def test_kv_block_size_is_the_tiers_and_vllms_default_else():
+    assert Tier.from_config(presets.load("gpu", "cpu")).block_size == 32  # conf/gpu/cpu.yaml
+    assert Tier.from_config(presets.load("gpu", "l4")).block_size == 16  # vLLM's CacheConfig.DEFAULT_BLOCK_SIZE
+    with pytest.raises(PlanError, match="multiple of 32"):
+        Tier.from_config(dict(presets.load("gpu", "cpu"), block_size=48))
+
+
 @pytest.mark.parametrize("name", presets.options("quant"))
 def test_quant_options_are_known_methods(name):
     q = presets.load("quant", name)
