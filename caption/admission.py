@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # families whose temporal positions scale with 1/fps (see the module docstring)
-FPS_SCALED_POSITIONS = ("qwen2_vl", "qwen2_5_vl")
+FPS_SCALED_POSITIONS = ("qwen2_5_vl",)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Every prompt puts what requests share first: the Korean system prompt, then the 
 instruction. Requests for the same video with different instructions then share the system
 prompt *and* the video tokens as a prefix, which vLLM's prefix cache reuses.
 
-Adding a model family means adding one builder here and one preset in conf/model/.
+A model family touches more than this file: README "Adding a model family" lists each place, and
+tests/test_families.py fails when a registered family lacks one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class PromptFormat:
 
 
 def _qwen_vl(system: str, instruction: str) -> str:
-    # Qwen2-VL, Qwen2.5-VL and Qwen3-VL share the ChatML layout and vision markers.
+    # Qwen2.5-VL and Qwen3-VL share the ChatML layout and vision markers.
     return (f"<|im_start|>system\n{system}<|im_end|>\n"
             f"<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>{instruction}<|im_end|>\n"
             f"<|im_start|>assistant\n")
@@ -58,7 +59,6 @@ QWEN3_PROCESSOR = {"cap_pixels_per_frame": False}
 
 FAMILIES: dict[str, PromptFormat] = {
     "qwen2_5_vl": PromptFormat("qwen2_5_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN2_PROCESSOR),
-    "qwen2_vl": PromptFormat("qwen2_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN2_PROCESSOR),
     "qwen3_vl": PromptFormat("qwen3_vl", _qwen_vl, stop=("<|im_end|>",), processor_kwargs=QWEN3_PROCESSOR),
     "llava_next_video": PromptFormat("llava_next_video", _llava_next_video, stop=("</s>",)),
 }

@@ -16,12 +16,12 @@ GB = 1e9
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
-QWEN_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+QWEN_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
 
 # Defaults of the transformers 5.19 video processors, used when a preset's arch omits them.
 # Qwen2VLVideoProcessor: size = {shortest_edge: 128*28*28, longest_edge: 28*28*768} per frame;
 # Qwen3VLVideoProcessor: size = {shortest_edge: 128*32*32, longest_edge: 32*32*768} over the whole clip.
-VIDEO_PIXEL_DEFAULTS = {"qwen2_vl": (128 * 28 * 28, 28 * 28 * 768), "qwen2_5_vl": (128 * 28 * 28, 28 * 28 * 768),
+VIDEO_PIXEL_DEFAULTS = {"qwen2_5_vl": (128 * 28 * 28, 28 * 28 * 768),
                         "qwen3_vl": (128 * 32 * 32, 32 * 32 * 768)}
 
 # Qwen3-VL writes "<t seconds>" plus vision start/end markers before each temporal group of a video

@@ -232,7 +232,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
             if engine == "vllm":
                 if tier.cpu_kv_cache_gib is None:
                     raise PlanError("`gpu.env.VLLM_CPU_KVCACHE_SPACE` is unset: vLLM then sizes the KV cache "
-                                    "itself (13.8 GiB on the 2-core machine, PLATFORM_NOTES); set it in GiB")
+                                    "itself, from the host's free memory; set it in GiB (conf/gpu/cpu.yaml sets 2)")
                 # weights live in host RAM, the KV cache in its own fixed space
                 ram = math.inf if tier.ram_gib is None else tier.ram_gib * GIB
                 return batched, ram, 0.0, tier.cpu_kv_cache_gib * GIB

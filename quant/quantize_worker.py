@@ -14,7 +14,8 @@ SIDE_FILES = ("chat_template.jinja", "processor_config.json", "preprocessor_conf
 
 def _cpu_safe_pin_memory() -> None:
     """llm-compressor's AWQ pins host memory, which raises "Cannot access accelerator device" on a
-    machine without one (PLATFORM_NOTES); pinning only matters for GPU copies, so skip it there."""
+    machine without one (the AWQ copy in assets/models/ was made on such a machine); pinning only matters
+    for GPU copies, so skip it there."""
     import torch
 
     if not torch.cuda.is_available():

@@ -1,11 +1,11 @@
 """Which quantization, and whether model + engine + quantization + tier can work together.
 
-The rule (design documents): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
+The rule (the design document 003, section "GPU별 추론 설정 요약"): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
 <=40 GB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
 
 What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), and so what is checked:
 - vLLM 0.32 has no `bitsandbytes` quantization method at all (vllm/model_executor/layers/quantization/
-  __init__.py; also tried on this machine, PLATFORM_NOTES): nf4 and int8 mean engine=hf.
+  __init__.py, QUANTIZATION_METHODS): nf4 and int8 mean engine=hf.
 - Neither engine quantizes to AWQ/GPTQ while loading: those need a pre-quantized checkpoint.
 - vLLM's AWQ/GPTQ configs take float16/bfloat16 activations only (AutoAWQConfig/AutoGPTQConfig
   .get_supported_act_dtypes), so float32 tiers run them in a 16-bit dtype.
@@ -29,7 +29,7 @@ PRIORITIES = ("quality", "memory")
 ENGINES = ("vllm", "hf")  # "auto" is resolved to one of these by resolve_engine
 BITSANDBYTES = ("nf4", "int8")
 PREQUANTIZED = ("awq", "gptq")
-QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+QWEN_VL = ("qwen2_5_vl", "qwen3_vl")
 DEFAULT_BITS = {"awq": 4, "gptq": 4, "nf4": 4, "int8": 8}
 
 
