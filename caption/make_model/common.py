@@ -106,6 +106,21 @@ def build_tokenizer(spec: FamilySpec):
     return tokenizer
 
 
+def qwen_vision_config(arch: dict, **family_keys) -> dict:
+    """The vision-tower numbers Qwen2.5-VL and Qwen3-VL configs share, plus the family's own keys."""
+    return dict(depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
+                intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
+                patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
+                temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
+                in_channels=3, **family_keys)
+
+
+def qwen_marker_ids(ids: dict) -> dict:
+    """Qwen VL configs' image/video placeholder and vision start/end token ids."""
+    return dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+
+
 def qwen_chat_template() -> str:
     """The embedded model's ChatML template (Korean system prompt unless one is given)."""
     return (TOKENIZER_SOURCE / "chat_template.jinja").read_text(encoding="utf-8")

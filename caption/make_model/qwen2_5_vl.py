@@ -8,7 +8,7 @@ full attention every 8th block, 2 tokens per second.
 
 from __future__ import annotations
 
-from caption.make_model.common import FamilySpec, qwen_chat_template
+from caption.make_model.common import FamilySpec, qwen_chat_template, qwen_marker_ids, qwen_vision_config
 
 QWEN_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>",
                "<|image_pad|>", "<|video_pad|>")
@@ -61,18 +61,10 @@ def _config(arch: dict, ids: dict):
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
                          "mrope_section": mrope_section(arch["head_dim"])},
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
-    vision = dict(
-        depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
-        intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
-        patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
-        temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
-        window_size=112, fullatt_block_indexes=full_attention_blocks(arch["vision_depth"]), tokens_per_second=2,
-        hidden_act="silu", in_channels=3)
-    return Qwen2_5_VLConfig(
-        text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        architectures=["Qwen2_5_VLForConditionalGeneration"])
+    vision = qwen_vision_config(arch, window_size=112, fullatt_block_indexes=full_attention_blocks(arch["vision_depth"]),
+                                tokens_per_second=2, hidden_act="silu")
+    return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
+                            **qwen_marker_ids(ids), architectures=["Qwen2_5_VLForConditionalGeneration"])
 
 
 def _processor(tokenizer, arch: dict, chat_template: str):

@@ -8,7 +8,7 @@ Its processor writes each frame's timestamp into the prompt (transformers Qwen3V
 
 from __future__ import annotations
 
-from caption.make_model.common import FamilySpec, qwen_chat_template
+from caption.make_model.common import FamilySpec, qwen_chat_template, qwen_marker_ids, qwen_vision_config
 from caption.make_model.qwen2_5_vl import QWEN_TOKENS
 
 BUILTIN = {
@@ -58,19 +58,11 @@ def _config(arch: dict, ids: dict):
         rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
                          "mrope_section": mrope_section(arch["head_dim"]), "mrope_interleaved": True},
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
-    vision = dict(
-        depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
-        intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
-        patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
-        temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
-        num_position_embeddings=arch["num_position_embeddings"],
-        deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]), hidden_act="gelu_pytorch_tanh",
-        in_channels=3)
-    return Qwen3VLConfig(
-        text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        architectures=["Qwen3VLForConditionalGeneration"])
+    vision = qwen_vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
+                                deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]),
+                                hidden_act="gelu_pytorch_tanh")
+    return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
+                         **qwen_marker_ids(ids), architectures=["Qwen3VLForConditionalGeneration"])
 
 
 def _processor(tokenizer, arch: dict, chat_template: str):

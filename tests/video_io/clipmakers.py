@@ -10,6 +10,8 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.synth.mux import encode_all
+
 CODE_BITS = 12  # a 4x3 grid of black/white blocks: indices up to 4095
 
 
@@ -68,16 +70,17 @@ def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str
             stream.codec_context.time_base = Fraction(1, 1000)
         if rotation:
             stream.set_display_rotation(rotation)
-        for i in range(n):
-            frame = av.VideoFrame.from_ndarray(frame_fn(i), format="rgb24")
-            if times is None:
-                frame.pts, frame.time_base = i, Fraction(1, fps)
-            else:
-                frame.pts, frame.time_base = round(times[i] * 1000), Fraction(1, 1000)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+
+        def frames():
+            for i in range(n):
+                frame = av.VideoFrame.from_ndarray(frame_fn(i), format="rgb24")
+                if times is None:
+                    frame.pts, frame.time_base = i, Fraction(1, fps)
+                else:
+                    frame.pts, frame.time_base = round(times[i] * 1000), Fraction(1, 1000)
+                yield frame
+
+        encode_all(container, stream, frames())
     finally:
         container.close()
     return path
@@ -91,14 +94,14 @@ def write_audio_only(path: Path, seconds: float = 1.0) -> Path:
         stream = container.add_stream("aac", rate=rate)
         stream.layout = "mono"
         tone = np.sin(np.arange(int(rate * seconds)) * 2 * np.pi * 440 / rate).astype(np.float32)
-        for start in range(0, len(tone), 1024):
-            chunk = tone[start:start + 1024]
-            frame = av.AudioFrame.from_ndarray(chunk[None], format="fltp", layout="mono")
-            frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+
+        def frames():
+            for start in range(0, len(tone), 1024):
+                frame = av.AudioFrame.from_ndarray(tone[None, start:start + 1024], format="fltp", layout="mono")
+                frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
+                yield frame
+
+        encode_all(container, stream, frames())
     finally:
         container.close()
     return path

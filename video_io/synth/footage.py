@@ -36,6 +36,7 @@ import numpy as np
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
 from video_io.synth.dataset import REFERENCES_FILE, rgb_to_yuv420p
+from video_io.synth.mux import encode_all
 from video_io.synth.render import _track, render_background, render_object
 
 PROFILES = ("camera", "stock", "phone", "mixed")
@@ -221,14 +222,15 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
         if spec.rotation:
             stream.set_display_rotation(spec.rotation)
         n = spec.n_frames
-        for i in range(n):
-            picture = _stored(scene.frame(i, n, grain), scene.w, scene.h, spec.rotation)
-            frame = av.VideoFrame.from_ndarray(picture, format="yuv420p")
-            frame.pts, frame.time_base = i, Fraction(1, spec.fps)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+
+        def frames():
+            for i in range(n):
+                picture = _stored(scene.frame(i, n, grain), scene.w, scene.h, spec.rotation)
+                frame = av.VideoFrame.from_ndarray(picture, format="yuv420p")
+                frame.pts, frame.time_base = i, Fraction(1, spec.fps)
+                yield frame
+
+        encode_all(container, stream, frames())
     finally:
         container.close()
     return {"video": path.name, "references": scene.references, "attributes": scene.attributes.as_dict(),
