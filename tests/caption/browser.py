@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -26,12 +28,26 @@ def chromium() -> str:
     return path
 
 
-def _run(page: Path, fragment: str, extra: list[str], profile: Path) -> str:
+def _run(page: Path, fragment: str, extra: list[str], profile: Path, limit_s: float = 180) -> str:
+    """Chromium's stdout. It runs in a session of its own: on timeout the whole process group is killed,
+    since its helper processes keep the output pipes open after the main one dies (subprocess.run's
+    timeout then waits on them forever; seen here: a zygote spinning for 15 minutes)."""
     url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
-    proc = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, url],
-                          capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}"
-    return proc.stdout
+    proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"chromium did not finish within {limit_s:g} s")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # helpers left behind after a normal exit, if any
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == 0, f"chromium failed ({proc.returncode}): {err[-2000:]}"
+    return out
 
 
 def dump_dom(page: Path, profile: Path, fragment: str = "") -> "RenderedPage":
