@@ -31,7 +31,7 @@ import numpy as np
 from video_io.sampling import TIE_S, SamplingSpec, sample_indices
 from video_io.sizing import fit_size
 from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, display_rotation, library_reason,
-                             open_source, probe)
+                             no_video_reason, open_source, probe)
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
@@ -236,7 +236,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     try:
         with av.open(source.uri, metadata_errors="replace") as container:
             if not container.streams.video:
-                raise DecodeError("no video stream")
+                raise DecodeError(no_video_reason(container))
             stream = container.streams.video[0]
             if stream.codec_context is None:
                 raise DecodeError(UNKNOWN_CODEC)

@@ -210,7 +210,8 @@ class Probe:
     rotation: int  # counter-clockwise degrees a player turns the frames by: 0, 90, 180, 270
 
 
-def _no_video_reason(container) -> str:
+def no_video_reason(container) -> str:
+    """Why a file has nothing to decode, naming what it holds instead (an audio-only .mp4: a voice memo)."""
     others = [f"{s.type} ({s.codec_context.name})" if s.codec_context else s.type
               for s in container.streams if s.type != "video"]
     return "no video stream" + (f" (the file holds only: {', '.join(others)})" if others else "")
@@ -233,7 +234,7 @@ def probe(source: Source, rotation: bool) -> Probe:
     try:
         with av.open(source.uri, metadata_errors="replace") as container:
             if not container.streams.video:
-                raise DecodeError(_no_video_reason(container))
+                raise DecodeError(no_video_reason(container))
             stream = container.streams.video[0]
             ctx = stream.codec_context
             if ctx is None:
