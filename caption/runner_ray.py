@@ -159,27 +159,36 @@ class _Decoder:
 
 
 class _CaptionActor:
-    """One engine, captioning batches of decoded clips with the job's own code (caption_clips)."""
+    """One engine, captioning batches of decoded clips with the job's own code (caption_clips).
+
+    The engine is built on the first batch, not in __init__: Ray Data calls an actor's batches from a
+    thread of its own (ray/data/_internal/execution/util.py, make_callable_class_single_threaded), and
+    vLLM's CPU build binds the OpenMP threads of the thread that builds the engine. Built in __init__,
+    the engine ran on an unbound team of one OpenMP thread per machine core in each actor, and two
+    actors on two cores spun in OpenMP barriers (minutes inside cpu_attention_with_kv_cache, no record;
+    seen under the suite and with vLLM's AVX2 kernels)."""
 
     def __init__(self, job: JobConfig):
         from caption.admission import PositionLimits
-        from caption.job import _EngineSupervisor
 
         self.cores, self._lock = _claim_cores(job)
         if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
             env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
         self.job = job
-        self.supervisor = _EngineSupervisor(job)
-        self.supervisor.start()
+        self.supervisor = None
         self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
         cores = "" if self.cores is None else f" cores {','.join(map(str, self.cores))}"
         self.name = f"{socket.gethostname()} pid {os.getpid()}{cores}"
 
     def __call__(self, batch: dict) -> dict:
-        from caption.job import caption_clips
+        from caption.job import _EngineSupervisor, caption_clips
         from caption.outcome import EngineDied
         from caption.summary import JobTally
+
+        if self.supervisor is None:  # in the thread that runs every batch (class docstring)
+            self.supervisor = _EngineSupervisor(self.job)
+            self.supervisor.start()
 
         decoded = [pickle.loads(b) for b in batch["decoded"]]
         keys = {d.path: str(key) for d, key in zip(decoded, batch["key"])}
