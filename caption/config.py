@@ -373,9 +373,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     plan.warnings.extend(sampling_warnings(sampling, plan.engine))  # knobs this engine cannot apply
     lora = OmegaConf.to_container(cfg.lora, resolve=True)
+    max_rank = int(_group_key(lora, "lora", "max_rank"))
     try:
-        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name,
-                                 int(_group_key(lora, "lora", "max_rank")))
+        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank)
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
     try:
@@ -398,7 +398,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
         adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
-        lora_max_rank=int(_group_key(lora, "lora", "max_rank")), speculative=spec, forced_lengths=forced_lengths,
+        lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg),
         raw=OmegaConf.to_container(cfg, resolve=True),
     )

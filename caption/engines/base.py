@@ -41,6 +41,13 @@ class Result:
     error: str | None = None
 
 
+def reply_text(tokenizer, token_ids) -> str:
+    """A reply's text from its token ids. A reply cut by its token limit can end inside a character's UTF-8
+    bytes: vLLM's incremental detokenizer holds such a tail back, tokenizer.decode() renders it as U+FFFD;
+    every engine path that decodes ids itself drops it, so both engines give the same text."""
+    return tokenizer.decode(token_ids, skip_special_tokens=True).strip().rstrip("\ufffd")
+
+
 class Engine(Protocol):
     name: str
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, pull
+from caption.engines.base import Request, Result, StageClock, pull, reply_text
 from caption.prompts import prompt_format
 
 
@@ -191,9 +191,7 @@ class HfEngine:
             else:
                 stopped = next((i for i, t in enumerate(ids) if t in eos), None)
                 kept = ids[:stopped] if stopped is not None else [t for t in ids if t != pad]
-            # a reply cut by max_new_tokens can end inside a character's UTF-8 bytes: vLLM's incremental
-            # detokenizer holds such a tail back, decode() renders it as U+FFFD; drop it, as vLLM does
-            text = self.processor.tokenizer.decode(kept, skip_special_tokens=True).strip().rstrip("\ufffd")
+            text = reply_text(self.processor.tokenizer, kept)
             n = len(kept) + (stopped is not None)
             results.append(Result(request, text=text,
                                   prompt_tokens=int(inputs["attention_mask"][row].sum()),

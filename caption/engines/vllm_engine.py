@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, pull
+from caption.engines.base import Request, Result, StageClock, pull, reply_text
 from caption.outcome import EngineFailure
 from caption.prompts import prompt_format
 
@@ -263,9 +263,8 @@ class VllmEngine:
             prompt_len = len(best.orig_prompt["prompt_token_ids"])
             generated = best.tokens[prompt_len:]  # .tokens and .text also hold the prompt
             ended = bool(generated) and generated[-1] == self.eos_token_id
-            text = self.tokenizer.decode(generated[:-1] if ended else generated,
-                                         skip_special_tokens=True).rstrip("\ufffd")  # as the sampling path
-            results.append(Result(request, text=text.strip(), prompt_tokens=prompt_len,
+            text = reply_text(self.tokenizer, generated[:-1] if ended else generated)
+            results.append(Result(request, text=text, prompt_tokens=prompt_len,
                                   output_tokens=len(generated),
                                   finish_reason=best.finish_reason or ("stop" if ended else "length"),
                                   generate_s=elapsed))
