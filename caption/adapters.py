@@ -42,7 +42,8 @@ def _linear_shapes(text_config: dict) -> dict[str, tuple[int, int]]:
             "gate_proj": (hidden, inter), "up_proj": (hidden, inter), "down_proj": (inter, hidden)}
 
 
-def _check_weights(name: str, folder: Path, base_config: dict, base_name: str, rank: int) -> None:
+def _check_weights(name: str, folder: Path, base_config: dict, base_name: str, rank: int,
+                   vision_modules: tuple[str, ...]) -> None:
     from safetensors import safe_open
 
     weights = folder / "adapter_model.safetensors"
@@ -56,7 +57,7 @@ def _check_weights(name: str, folder: Path, base_config: dict, base_name: str, r
         if not keys:
             raise AdapterError(f"adapter '{name}': {weights} holds no weights")
         for key in keys:
-            if "visual" in key or "vision" in key:
+            if any(f".{module}." in f".{key}" for module in vision_modules):
                 raise AdapterError(f"adapter '{name}' adapts the vision tower ({key}); vLLM serves LoRA on "
                                    "the language model only: retrain it with target modules in the LM")
             if "embed_tokens" in key or "lm_head" in key:
@@ -80,8 +81,10 @@ def _check_weights(name: str, folder: Path, base_config: dict, base_name: str, r
                                    f"needs {expected}: it was trained for another base model")
 
 
-def load_adapters(specs: list[dict], base_path: str, base_name: str, max_rank: int) -> list[Adapter]:
-    """Validate the configured adapters against the base model; returns them with vLLM ids."""
+def load_adapters(specs: list[dict], base_path: str, base_name: str, max_rank: int,
+                  vision_modules: tuple[str, ...]) -> list[Adapter]:
+    """Validate the configured adapters against the base model (its family's `vision_modules`: what
+    an adapter may not touch); returns them with vLLM ids."""
     if max_rank not in VLLM_MAX_RANKS:
         raise AdapterError(f"`lora.max_rank={max_rank}` is not a rank vLLM accepts; use one of "
                            f"{', '.join(map(str, VLLM_MAX_RANKS))}")
@@ -111,7 +114,7 @@ def load_adapters(specs: list[dict], base_path: str, base_name: str, max_rank: i
             raise AdapterError(f"adapter '{name}' has rank {rank}, above `lora.max_rank={max_rank}`; raise "
                                f"lora.max_rank to {min(r for r in VLLM_MAX_RANKS if r >= rank)} or more")
         if base_config is not None:  # a hub id cannot be checked offline; vLLM checks on load
-            _check_weights(name, folder, base_config, base_name, rank)
+            _check_weights(name, folder, base_config, base_name, rank, vision_modules)
         adapters.append(Adapter(name=name, path=str(folder), rank=rank, int_id=index,
                                 references_field=str(spec.get("references_field") or "references")))
     return adapters

@@ -5,7 +5,7 @@ rotary-embedding table raises inside an engine step (`IndexError ... out of boun
 vllm/model_executor/layers/rotary_embedding/mrope.py) and takes every request in flight with it.
 Such a request is refused here, with an error record, and the job goes on.
 
-Qwen2-VL / Qwen2.5-VL place the video's temporal index t at t x second_per_grid x tokens_per_second,
+Qwen2-VL / Qwen2.5-VL (families with `fps_scaled_positions`) place the video's temporal index t at t x second_per_grid x tokens_per_second,
 where second_per_grid = temporal_patch_size / fps (transformers' processing_qwen2_5_vl.py and vLLM's
 model_executor/models/qwen2_5_vl.py `iter_mm_grid_thw`), so the fps in the metadata sets how far the
 positions reach.
@@ -18,9 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-# families whose temporal positions scale with 1/fps (see the module docstring)
-FPS_SCALED_POSITIONS = ("qwen2_5_vl",)
-
+from families import get_family
 
 @dataclass(frozen=True)
 class PositionLimits:
@@ -42,7 +40,7 @@ class PositionLimits:
         limit = min(int(text.get("max_position_embeddings") or max_model_len), int(max_model_len))
         return cls(max_positions=limit, temporal_patch_size=int(vision.get("temporal_patch_size") or 2),
                    tokens_per_second=float(vision.get("tokens_per_second") or 1.0),
-                   fps_scaled=family in FPS_SCALED_POSITIONS)
+                   fps_scaled=get_family(family).fps_scaled_positions)
 
 
 def refusal(frames_count: int, metadata: dict, limits: PositionLimits, prompt_budget: int) -> str | None:

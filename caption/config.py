@@ -15,8 +15,9 @@ from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.options import EngineOptions
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling, sampling_warnings
-from caption.prompts import INSTRUCTIONS_KO, prompt_format
+from caption.prompts import INSTRUCTIONS_KO
 from caption.sweep import in_multirun
+from families import UnknownFamily, get_family
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 from video_io.decode import BACKENDS, DecodeSpec
@@ -135,8 +136,8 @@ def _positive(value, key: str, allow_zero: bool = False):
 def _model(cfg: DictConfig) -> ModelSettings:
     m = cfg.model
     try:
-        prompt_format(m.family)
-    except ValueError as exc:
+        get_family(m.family)
+    except UnknownFamily as exc:
         raise ConfigError(f"`model.family`: {exc}") from None
     path = str(m.path)
     if not Path(path).expanduser().is_dir() and not _is_hub_id(path):
@@ -375,7 +376,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     lora = OmegaConf.to_container(cfg.lora, resolve=True)
     max_rank = int(_group_key(lora, "lora", "max_rank"))
     try:
-        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank)
+        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank,
+                                 get_family(model.family).vision_modules)
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
     try:

@@ -28,12 +28,13 @@ from caption.console import console
 from caption.engines import build_engine
 from caption.engines.base import Request, Result, StageClock
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
-from caption.prompts import build_prompt, prompt_format
+from caption.prompts import build_prompt
 from caption.records import RecordStore, check_output, check_summary, keep_existing, record_key
 from caption.scoring import score_captions
 from caption.summary import (JobTally, peak_rss_gib, print_job_start, print_plan, print_summary, reset_peak_rss,
                              save_summary)
 from caption.sweep import write_result
+from families import get_family
 from video_io.crawl import crawl_videos
 from video_io.decode import Clip
 from video_io.synth.dataset import is_synth_folder
@@ -165,7 +166,7 @@ class _EngineSupervisor:
 
     def start(self) -> None:
         if self.engine is None:
-            self.engine = build_engine(self.job, prompt_format(self.job.model.family).stop)
+            self.engine = build_engine(self.job, get_family(self.job.model.family).stop)
         self.engine.reset_stats()  # a reused engine reports this job's counters only
 
     def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
@@ -181,7 +182,7 @@ class _EngineSupervisor:
                 self.restarts += 1
                 tally.engine_restarts = self.restarts
                 self.engine.close()
-                self.engine = build_engine(self.job, prompt_format(self.job.model.family).stop)
+                self.engine = build_engine(self.job, get_family(self.job.model.family).stop)
                 stream = itertools.chain(failure.unsubmitted, stream)
 
     def _died_message(self, failure: EngineFailure) -> str:

@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import math
 
+from families import get_family
+
 GIB = 1024**3
 GB = 1e9
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-
-QWEN_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
-
-# Defaults of the transformers 5.19 video processors, used when a preset's arch omits them.
-# Qwen2VLVideoProcessor: size = {shortest_edge: 128*28*28, longest_edge: 28*28*768} per frame;
-# Qwen3VLVideoProcessor: size = {shortest_edge: 128*32*32, longest_edge: 32*32*768} over the whole clip.
-VIDEO_PIXEL_DEFAULTS = {"qwen2_5_vl": (128 * 28 * 28, 28 * 28 * 768),
-                        "qwen3_vl": (128 * 32 * 32, 32 * 32 * 768)}
-
-# Qwen3-VL writes "<t seconds>" plus vision start/end markers before each temporal group of a video
-# (transformers Qwen3VLProcessor). ~6 tokens of text + 2 markers; an estimate, not tokenized here.
-QWEN3_TEXT_TOKENS_PER_GROUP = 8
 
 # vLLM hands out KV cache in blocks of this many tokens; a sequence occupies whole blocks. 16 is vLLM's
 # default (CacheConfig.DEFAULT_BLOCK_SIZE, vllm/config/cache.py); a tier may set its own (gpu.block_size).
@@ -82,37 +72,11 @@ def lm_params(arch: dict) -> int:
     return arch["num_layers"] * layer + embedding_params(arch) + h
 
 
-def vision_params(family: str, arch: dict) -> int:
-    """Vision tower + projector into the LM, per family (module layouts of transformers 5.19)."""
-    vh, vi, depth = arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["vision_depth"]
-    h = arch["hidden_size"]
-    if family == "qwen2_5_vl":
-        p, t, m2 = arch["patch_size"], arch["temporal_patch_size"], arch["spatial_merge_size"] ** 2
-        block = 2 * vh + (3 * vh * vh + 3 * vh) + (vh * vh + vh) + 2 * (vh * vi + vi) + (vi * vh + vh)
-        merger = vh + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h     # RMSNorm, then 2-layer MLP
-        return 3 * t * p * p * vh + depth * block + merger
-    if family == "qwen3_vl":
-        p, t, m2 = arch["patch_size"], arch["temporal_patch_size"], arch["spatial_merge_size"] ** 2
-        block = 4 * vh + (3 * vh * vh + 3 * vh) + (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)
-
-        def merger(norm_dim: int) -> int:  # LayerNorm, fc1 (4vh -> 4vh), fc2 (4vh -> h)
-            return 2 * norm_dim + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h
-
-        deepstack = len(arch.get("deepstack_visual_indexes") or ())
-        return (3 * t * p * p * vh + vh + arch["num_position_embeddings"] * vh + depth * block
-                + merger(vh) + deepstack * merger(m2 * vh))
-    if family == "llava_next_video":    # CLIP ViT + 2-layer projector + image_newline
-        p, size = arch["patch_size"], arch["image_size"]
-        embed = 3 * p * p * vh + vh + ((size // p) ** 2 + 1) * vh
-        block = 4 * vh + 4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)   # 2 LayerNorms, q/k/v/o, MLP
-        return embed + 4 * vh + depth * block + (vh * h + h) + (h * h + h) + h
-    raise ValueError(f"no parameter formula for family {family!r}: give arch.params_lm and arch.params_vision")
-
-
 def param_counts(family: str, arch: dict) -> tuple[int, int]:
-    """(language model, vision tower) parameters; explicit arch.params_lm / params_vision win."""
+    """(language model, vision tower) parameters; explicit arch.params_lm / params_vision win. The vision
+    tower's formula is the family's (families/<family>.py `vision_params`)."""
     lm = arch.get("params_lm") or lm_params(arch)
-    vision = arch.get("params_vision") or vision_params(family, arch)
+    vision = arch.get("params_vision") or get_family(family).vision_params(arch)
     return int(lm), int(vision)
 
 
@@ -155,19 +119,6 @@ def kv_bytes(per_token: float, tokens: int, sequences: int = 1, block: int = 1) 
 
 # ---------------------------------------------------------------------------------------------- video tokens
 
-def qwen2_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """Qwen2/2.5-VL processors' smart_resize, per frame (transformers 5.19, video_processing_qwen2_vl)."""
-    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
-
-
 def frame_sizes_within(multiple: int, max_pixels: int, max_aspect: int = 200) -> list[tuple[int, int]]:
     """Every (height, width) a decoder that keeps aspect ratios may give under a per-frame pixel budget:
     sides multiples of `multiple`, area within `max_pixels`, at most `max_aspect` to 1 (the sizes
@@ -177,70 +128,17 @@ def frame_sizes_within(multiple: int, max_pixels: int, max_aspect: int = 200) ->
             if max(a, b) <= max_aspect * min(a, b)]
 
 
-def qwen2_capped_max_pixels(frames: int, factor: int, temporal: int, min_pixels: int, max_pixels: int,
-                            max_video_tokens: int = 128000) -> int:
-    """A frame's pixel limit under `cap_pixels_per_frame=True` (transformers 5.19,
-    video_processing_qwen2_vl.py `resize`): an even share of 90% of `max_video_tokens` tokens' pixels
-    (the processor's default, 128000), never below 1.05 x the minimum."""
-    total = int(max_video_tokens * factor * factor * 0.9)
-    return max(min(max_pixels, total * temporal // frames), int(min_pixels * 1.05))
-
-
-def qwen3_resize(frames: int, height: int, width: int, factor: int, temporal: int,
-                 min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """Qwen3-VL's smart_resize: the pixel limits bound the whole clip (frames x H x W), not one frame."""
-    if height < factor or width < factor:
-        scale = max(factor / height, factor / width)
-        height, width = int(height * scale), int(width * scale)
-    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
-    t_bar = round(frames / temporal) * temporal
-    if t_bar * h_bar * w_bar > max_pixels:
-        beta = math.sqrt(frames * height * width / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif t_bar * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (frames * height * width))
-        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
-
-
 def vision_tokens(family: str, arch: dict, frames: int, width: int, height: int) -> int:
-    """Video placeholder tokens one clip becomes in the LM's sequence.
-
-    Qwen2/2.5/3-VL: frames are resized to multiples of patch x merge (within the processor's pixel
-    limits), grouped `temporal_patch_size` at a time (an odd count is padded with the last frame), and
-    each group gives (H/patch/merge) x (W/patch/merge) tokens.
-    LLaVA-NeXT-Video: every frame is resized and centre-cropped to the CLIP tower's image_size (336),
-    giving (336/14)^2 = 576 patches, average-pooled with stride `spatial_pool_stride` (2) to
-    ceil(24/2)^2 = 144 tokens per frame, whatever the input resolution; no temporal merge
-    (vLLM llava_next_video.py, pooled_grid_length).
-    """
+    """Video placeholder tokens one clip of `frames` frames of width x height becomes in the LM's
+    sequence, by the family's own rule (families/<family>.py `video_tokens`)."""
     if frames < 1 or width < 1 or height < 1:
         raise ValueError(f"a clip needs frames, width and height >= 1, got {frames}, {width}x{height}")
-    if family in QWEN_FAMILIES:
-        patch, merge, temporal = arch["patch_size"], arch["spatial_merge_size"], arch["temporal_patch_size"]
-        factor = patch * merge
-        default_min, default_max = VIDEO_PIXEL_DEFAULTS[family]
-        min_px, max_px = arch.get("video_min_pixels") or default_min, arch.get("video_max_pixels") or default_max
-        if family == "qwen3_vl":
-            if frames < temporal:
-                raise ValueError(f"Qwen3-VL needs at least {temporal} frames per clip, got {frames}")
-            h, w = qwen3_resize(frames, height, width, factor, temporal, min_px, max_px)
-        else:  # with the per-frame cap both engines apply (caption/prompts.py, QWEN2_PROCESSOR)
-            h, w = qwen2_resize(height, width, factor, min_px, qwen2_capped_max_pixels(frames, factor, temporal,
-                                                                                        min_px, max_px))
-        return math.ceil(frames / temporal) * (h // factor) * (w // factor)
-    if family == "llava_next_video":
-        pooled = math.ceil(arch["image_size"] // arch["patch_size"] / arch["spatial_pool_stride"])
-        return frames * pooled * pooled
-    raise ValueError(f"no video-token rule for family {family!r}")
+    return get_family(family).video_tokens(arch, frames, width, height)
 
 
 def video_text_tokens(family: str, arch: dict, frames: int) -> int:
     """Text the processor adds around a video beyond the prompt's own markers (Qwen3-VL timestamps)."""
-    if family == "qwen3_vl":
-        return math.ceil(frames / arch["temporal_patch_size"]) * QWEN3_TEXT_TOKENS_PER_GROUP
-    return 0
+    return get_family(family).video_text_tokens(arch, frames)
 
 
 # ---------------------------------------------------------------------------------------------- reserve

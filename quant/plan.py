@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from families import get_family
 from quant.errors import PlanError
 from quant.parallel import choose_tensor_parallel
 from quant.memory import (GIB, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
@@ -130,9 +131,9 @@ def _round_up(n: int, step: int) -> int:
     return math.ceil(n / step) * step
 
 
-def _quant_config(choice, dtype: str, arch: dict) -> dict | None:
-    """transformers BitsAndBytesConfig arguments; the vision tower and lm_head stay unquantized."""
-    skip = list(arch.get("vision_modules") or []) + ["lm_head"]
+def _quant_config(choice, dtype: str, family: str) -> dict | None:
+    """transformers BitsAndBytesConfig arguments; the family's vision modules and lm_head stay unquantized."""
+    skip = [*get_family(family).vision_modules, "lm_head"]
     if choice.method == "nf4":
         return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": choice.double_quant,
                 "bnb_4bit_compute_dtype": dtype, "llm_int8_skip_modules": skip}
@@ -322,7 +323,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: di
         # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
         hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
               "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
-              "quantization_config": _quant_config(choice, dtype, arch) if choice.method in BITSANDBYTES else None}
+              "quantization_config": _quant_config(choice, dtype, family) if choice.method in BITSANDBYTES else None}
     gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
     return Plan(
         model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,

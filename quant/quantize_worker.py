@@ -7,6 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
+from families import family_of_checkpoint
+
 # processor and tokenizer files copied unchanged next to the quantized weights
 SIDE_FILES = ("chat_template.jinja", "processor_config.json", "preprocessor_config.json",
               "video_preprocessor_config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
@@ -22,11 +24,12 @@ def _cpu_safe_pin_memory() -> None:
         torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
 
 
-def _recipe(method: str, group_size: int):
+def _recipe(method: str, group_size: int, vision_modules: tuple[str, ...]):
     weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": group_size,
                "symmetric": method == "gptq"}  # AWQ's scales come with zero points (asymmetric)
     groups = {"group_0": {"targets": ["Linear"], "weights": weights}}
-    ignore = ["lm_head", "re:.*visual.*"]  # the vision tower stays 16-bit, as in Qwen's AWQ releases
+    # the vision tower stays 16-bit, as in Qwen's AWQ releases (modules_to_not_convert: ["visual"])
+    ignore = ["lm_head", *(f"re:.*{module}.*" for module in vision_modules)]
     if method == "gptq":
         from llmcompressor.modifiers.quantization import GPTQModifier
 
@@ -52,7 +55,7 @@ def quantize(model_dir: Path, method: str, texts: list[str], out: Path, group_si
              for text in texts]
     encoded = tokenizer(chats, add_special_tokens=False)
     dataset = Dataset.from_dict({"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]})
-    oneshot(model=model, processor=tokenizer, dataset=dataset, recipe=_recipe(method, group_size),
+    oneshot(model=model, processor=tokenizer, dataset=dataset, recipe=_recipe(method, group_size, family_of_checkpoint(model_dir).vision_modules),
             num_calibration_samples=len(texts), max_seq_length=max(map(len, encoded["input_ids"])),
             shuffle_calibration_samples=False, pipeline="basic")
     out.mkdir(parents=True, exist_ok=True)

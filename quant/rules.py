@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from families import get_family
 from quant.errors import PlanError
 from quant.tiers import Tier
 
@@ -29,7 +30,6 @@ PRIORITIES = ("quality", "memory")
 ENGINES = ("vllm", "hf")  # "auto" is resolved to one of these by resolve_engine
 BITSANDBYTES = ("nf4", "int8")
 PREQUANTIZED = ("awq", "gptq")
-QWEN_VL = ("qwen2_5_vl", "qwen3_vl")
 DEFAULT_BITS = {"awq": 4, "gptq": 4, "nf4": 4, "int8": 8}
 
 
@@ -142,7 +142,7 @@ def check_combination(model: dict, engine: str, quant: QuantChoice, tier: Tier) 
         raise PlanError(f"`model={name}` is a {released} release (weights already quantized), so only "
                         f"`quant={released}` (or quant=auto) applies; for quant={m} use {base}")
     # the engine cannot run the model on this GPU at all: say so before anything about quantization
-    if engine == "vllm" and family in QWEN_VL and not tier.vllm_vision_ok:
+    if engine == "vllm" and not tier.vllm_vision_ok and not get_family(family).vllm_vision_on_turing:
         raise PlanError(f"tier {tier.name} (sm{(tier.compute_capability or '?').replace('.', '')}): vLLM has had no "
                         f"vision-attention backend for Turing in {family} (vllm issue 29743): use `engine=hf`, or set "
                         "`gpu.vllm_vision_ok=true` once your vLLM build is checked to run it on this GPU")

@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 from caption.config import CONF_DIR, REPO_ROOT, load_job_config
 from caption.engines import build_engine
 from caption.job import run_job
-from caption.prompts import prompt_format
+from families import get_family
 from eval.meteor import meteor_score
 from video_io.synth.attributes import ClipAttributes
 from video_io.synth.captions_ko import parse_attributes
@@ -84,7 +84,7 @@ def main() -> int:
     if args.model_path:
         base.append(f"model.path={args.model_path}")
     job = load_job_config(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
-    engine = build_engine(job, prompt_format(job.model.family).stop)  # one engine for all runs
+    engine = build_engine(job, get_family(job.model.family).stop)  # one engine for all runs
     rows = {}
     try:
         for ablation in ABLATIONS:

@@ -27,7 +27,7 @@ from train_toy import (Batcher, decode_and_preprocess, greedy_captions, make_spl
                        synth_version)
 
 from caption.config import REPO_ROOT  # noqa: E402
-from caption.engines.qwen_positions import patch_transformers  # noqa: E402
+from families.qwen2_5_vl import transformers_fix  # noqa: E402
 from eval.meteor import meteor_score  # noqa: E402
 from video_io.synth.captions_ko import detailed_caption  # noqa: E402
 
@@ -57,7 +57,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    patch_transformers()  # the positions vLLM uses (caption/engines/qwen_positions.py)
+    transformers_fix()  # the positions vLLM uses (families/_qwen2_5_vl_positions.py)
     started = time.perf_counter()
     processor = AutoProcessor.from_pretrained(args.base)
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(args.base, dtype=torch.float32)

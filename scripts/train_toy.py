@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from toy_model import build_model, build_processor, build_tokenizer, caption_corpus  # noqa: E402
 
-from caption.engines.qwen_positions import patch_transformers  # noqa: E402
+from families.qwen2_5_vl import transformers_fix  # noqa: E402
 from caption.prompts import build_prompt  # noqa: E402
 from video_io.decode import DecodeSpec  # noqa: E402
 from video_io.sampling import SamplingSpec  # noqa: E402
@@ -215,7 +215,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    patch_transformers()  # train with the positions vLLM (and Qwen) use: see caption/engines/qwen_positions.py
+    transformers_fix()  # train with the positions vLLM (and Qwen) use: see families/_qwen2_5_vl_positions.py
     started = time.perf_counter()
     tokenizer = build_tokenizer(caption_corpus())
     processor = build_processor(tokenizer)

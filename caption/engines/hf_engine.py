@@ -10,7 +10,7 @@ import time
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, pull, reply_text
-from caption.prompts import prompt_format
+from families import get_family
 
 
 class _RowLengths:
@@ -88,9 +88,9 @@ class HfEngine:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from caption.engines.qwen_positions import patch_transformers
-
-        patch_transformers()  # Qwen2.5-VL positions as vLLM and Qwen compute them
+        family = get_family(job.model.family)
+        if family.transformers_fix:  # e.g. Qwen2.5-VL's positions as vLLM and Qwen compute them
+            family.transformers_fix()
         started = time.perf_counter()
         self.torch = torch
         torch.manual_seed(job.engine_options.seed)
@@ -110,7 +110,7 @@ class HfEngine:
         self.has_adapters = bool(job.adapters)
         self.batch_size = min(job.engine_options.batch_size, plan.get("max_batch_size") or 10**9)
         self.sampling = job.sampling
-        self.processor_kwargs = prompt_format(job.model.family).processor_kwargs
+        self.processor_kwargs = family.processor_kwargs
         tok = self.processor.tokenizer
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
         self.load_s = time.perf_counter() - started

@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, pull, reply_text
 from caption.outcome import EngineFailure
-from caption.prompts import prompt_format
+from families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
@@ -96,7 +96,7 @@ def engine_args(job) -> dict:
                     max_lora_rank=job.lora_max_rank)
     if job.speculative is not None:
         args["speculative_config"] = dict(job.speculative)
-    processor = prompt_format(job.model.family).processor_kwargs
+    processor = get_family(job.model.family).processor_kwargs
     if processor:
         args["mm_processor_kwargs"] = dict(processor)
     args["mm_processor_cache_gb"] = processor_cache_gib(job)

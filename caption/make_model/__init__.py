@@ -6,7 +6,7 @@ and vLLM load exactly like a downloaded release of that family: config.json, saf
 weights are random but deterministic (same family, shape, seed and dtype: byte-identical files),
 scaled by fan-in so that greedy outputs vary from token to token.
 
-Shapes: `tiny` and `cpu` are defined in each family module; every other shape takes the
+Shapes: `tiny` and `cpu` are defined by each family (families/<family>.py); every other shape takes the
 architecture numbers of a preset in conf/model/ (`<family>_<shape>.yaml`, its `arch:` block).
 """
 

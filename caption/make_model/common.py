@@ -1,26 +1,25 @@
 """What every family shares: shapes, tokenizer, the checkpoint folder, and the weights, written
 tensor by tensor so a 7B model never sits in memory whole.
 
-A family module (qwen2_5_vl.py, qwen3_vl.py, llava_next_video.py) describes only what differs:
-its built-in shapes, special tokens, chat template, config, processor and checkpoint key names.
+A family (families/<family>.py, its `checkpoint`) describes only what differs: its built-in shapes,
+special tokens, chat template, config, processor and checkpoint key names.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from caption.config import CONF_DIR, REPO_ROOT
 from caption.prompts import SYSTEM_PROMPT_KO
+from families import FAMILIES, Checkpoint, UnknownFamily, get_family
 
-FAMILY_NAMES = ("qwen2_5_vl", "qwen3_vl", "llava_next_video")
-BUILTIN_SHAPES = ("tiny", "cpu")  # defined in each family module; other shapes come from presets
+FAMILY_NAMES = tuple(sorted(FAMILIES))
+BUILTIN_SHAPES = ("tiny", "cpu")  # defined by each family (families/<family>.py); other shapes come from presets
 DTYPES = ("float32", "bfloat16", "float16")
 BUILTIN_DTYPE = "float32"  # what vLLM CPU and transformers run fastest here (conf/gpu/cpu.yaml)
 # The tokenizer every made checkpoint starts from: the embedded model's byte-level BPE (Korean).
@@ -34,24 +33,11 @@ class MakeModelError(ValueError):
     """A request that cannot be made (unknown family/shape, output in the way); one clear line."""
 
 
-@dataclass(frozen=True)
-class FamilySpec:
-    name: str
-    builtin: dict[str, dict]  # shape -> arch numbers, in the vocabulary of conf/model/*.yaml `arch:`
-    special_tokens: tuple[str, ...]  # added to the tokenizer where missing
-    eos_tokens: tuple[str, ...]  # generation stops on these (the first is the tokenizer's eos)
-    chat_template: Callable[[], str]
-    config: Callable[[dict, dict], Any]  # (arch, token ids by text) -> transformers config
-    processor: Callable[[Any, dict, str], Any]  # (tokenizer, arch, chat template) -> processor
-    job: dict[str, dict] = field(default_factory=dict)  # shape -> frames, frame_side, max_model_len (tiny/cpu)
-    bos_token: str | None = None
-    rename_key: Callable[[str], str] = field(default=lambda key: key)  # saved key -> release key
-
-
-def family_spec(name: str) -> FamilySpec:
-    if name not in FAMILY_NAMES:
-        raise MakeModelError(f"unknown family {name!r}; choose one of: {', '.join(FAMILY_NAMES)}")
-    return importlib.import_module(f"caption.make_model.{name}").SPEC
+def family_spec(name: str) -> Checkpoint:
+    try:
+        return get_family(name).checkpoint
+    except UnknownFamily as exc:
+        raise MakeModelError(str(exc)) from None
 
 
 def _presets(family: str) -> dict[str, Path]:
@@ -77,7 +63,7 @@ def shape_arch(family: str, shape: str) -> tuple[dict, str, str]:
     """(arch numbers, default dtype, where the numbers come from) for a family and shape."""
     spec = family_spec(family)
     if shape in BUILTIN_SHAPES:
-        return dict(spec.builtin[shape]), BUILTIN_DTYPE, f"caption/make_model/{family}.py"
+        return dict(spec.builtin[shape]), BUILTIN_DTYPE, f"families/{family}.py"
     presets = _presets(family)
     if shape not in presets:
         raise MakeModelError(
@@ -90,7 +76,7 @@ def shape_arch(family: str, shape: str) -> tuple[dict, str, str]:
     return arch, str(preset.dtype), str(presets[shape].relative_to(REPO_ROOT))
 
 
-def build_tokenizer(spec: FamilySpec):
+def build_tokenizer(spec: Checkpoint):
     """The embedded model's tokenizer with the family's special tokens and chat template."""
     from transformers import AutoTokenizer
 
@@ -102,32 +88,9 @@ def build_tokenizer(spec: FamilySpec):
     tokenizer.eos_token = spec.eos_tokens[0]
     if spec.bos_token is not None:
         tokenizer.bos_token = spec.bos_token
-    tokenizer.chat_template = spec.chat_template()
+    if spec.chat_template is not None:  # else the source tokenizer's ChatML template
+        tokenizer.chat_template = spec.chat_template(SYSTEM_PROMPT_KO)
     return tokenizer
-
-
-def qwen_vision_config(arch: dict, **family_keys) -> dict:
-    """The vision-tower numbers Qwen2.5-VL and Qwen3-VL configs share, plus the family's own keys."""
-    return dict(depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],
-                intermediate_size=arch["vision_intermediate_size"], num_heads=arch.get("vision_num_heads", 16),
-                patch_size=arch["patch_size"], spatial_merge_size=arch["spatial_merge_size"],
-                temporal_patch_size=arch["temporal_patch_size"], out_hidden_size=arch["hidden_size"],
-                in_channels=3, **family_keys)
-
-
-def qwen_marker_ids(ids: dict) -> dict:
-    """Qwen VL configs' image/video placeholder and vision start/end token ids."""
-    return dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
-
-
-def qwen_chat_template() -> str:
-    """The embedded model's ChatML template (Korean system prompt unless one is given)."""
-    return (TOKENIZER_SOURCE / "chat_template.jinja").read_text(encoding="utf-8")
-
-
-def default_system_prompt() -> str:
-    return SYSTEM_PROMPT_KO
 
 
 def token_ids(tokenizer, tokens) -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from caption.config import load_job_config
-from caption.prompts import prompt_format
+from families import get_family
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +45,7 @@ def vllm_engine(_vllm_engines, job_config, model_dir):
         if engine is not None:
             engine.close()
         job = job_config([])
-        engine = _vllm_engines["engine"] = VllmEngine(job, prompt_format(job.model.family).stop)
+        engine = _vllm_engines["engine"] = VllmEngine(job, get_family(job.model.family).stop)
     return engine
 
 
@@ -54,7 +54,7 @@ def hf_engine(job_config, model_dir):
     from caption.engines.hf_engine import HfEngine
 
     job = job_config(["engine=hf"])
-    engine = HfEngine(job, prompt_format(job.model.family).stop)
+    engine = HfEngine(job, get_family(job.model.family).stop)
     yield engine
     engine.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from caption.prompts import prompt_format
+from families import get_family
 
 from tests.caption.test_engines import _requests, _texts
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def _vllm(job):
     from caption.engines.vllm_engine import VllmEngine
 
-    return VllmEngine(job, prompt_format(job.model.family).stop)
+    return VllmEngine(job, get_family(job.model.family).stop)
 
 
 # n-gram speculation proposes the tokens that followed the last generated ones earlier in the context: an

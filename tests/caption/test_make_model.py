@@ -220,9 +220,9 @@ def _transformers_run(folder: Path, prompt: str, clip):
     from transformers import AutoModelForImageTextToText, AutoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from caption.engines.qwen_positions import patch_transformers
+    from families.qwen2_5_vl import transformers_fix
 
-    patch_transformers()  # Qwen2.5-VL positions as vLLM computes them (what the project's HF engine runs)
+    transformers_fix()  # Qwen2.5-VL positions as vLLM computes them (what the project's HF engine runs)
     processor = AutoProcessor.from_pretrained(folder)
     metadata = {k: v for k, v in clip.metadata().items() if k != "do_sample_frames"}
     inputs = processor(text=[prompt], videos=[clip.frames], video_metadata=[VideoMetadata(**metadata)],
@@ -301,7 +301,7 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
 
     from caption.config import load_job_config
     from caption.job import run_job
-    from caption.prompts import prompt_format
+    from families import get_family
     from quant.memory import vision_tokens
     from video_io.decode import decode_clip
 
@@ -329,7 +329,7 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
     inputs = processor(text=[build_prompt(family, "caption")], videos=[clip.frames],
                        video_metadata=[VideoMetadata(**{k: v for k, v in clip.metadata().items()
                                                          if k != "do_sample_frames"})],
-                       do_sample_frames=False, **prompt_format(family).processor_kwargs, return_tensors="pt")
+                       do_sample_frames=False, **get_family(family).processor_kwargs, return_tensors="pt")
     config = json.loads((tiny_models[family] / "config.json").read_text())
     video_id = config.get("video_token_id", config.get("video_token_index"))
     used = int((inputs["input_ids"] == video_id).sum())

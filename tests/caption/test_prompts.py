@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from transformers import AutoProcessor
 
-from caption.prompts import FAMILIES, INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
+from caption.prompts import INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
+from families import FAMILIES
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -13,12 +14,12 @@ def test_shared_parts_come_first(family):
     prompts = [build_prompt(family, task) for task in INSTRUCTIONS_KO]
     system_at = prompts[0].index(SYSTEM_PROMPT_KO)
     for task, prompt in zip(INSTRUCTIONS_KO, prompts):
-        video_at = prompt.index("<|video_pad|>" if "qwen" in family else "<video>")
+        video_at = prompt.index(FAMILIES[family].video_placeholder)
         assert system_at < video_at < prompt.index(INSTRUCTIONS_KO[task])
     # the prompts of different tasks differ only after the video placeholder
     shared = min(len(p) for p in prompts)
     common = next(i for i in range(shared) if len({p[i] for p in prompts}) > 1)
-    assert common > prompts[0].index("<|video_pad|>" if "qwen" in family else "<video>")
+    assert common > prompts[0].index(FAMILIES[family].video_placeholder)
 
 
 def test_qwen_prompt_equals_the_models_chat_template(model_dir):

@@ -8,10 +8,10 @@ import io
 import pytest
 
 from caption.config import ConfigError, load_job_config
-from caption.prompts import prompt_format
+from families import get_family
 from caption.summary import print_plan
 
-STOP = prompt_format("qwen2_5_vl").stop
+STOP = get_family("qwen2_5_vl").stop
 
 # The design's numbers (the design document 003 (Korean; the team keeps it beside the repository), section 6): 6.1-6.3 guides for
 # temperature / top-p / top-k, 6.6 generation_config for the rest; quality and speed are 6.6's

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from families import qwen3_vl
+from families._qwen import smart_resize
 from quant import memory
 from quant.memory import GB, GIB
 from quant.presets import load_model
@@ -49,7 +51,7 @@ def test_qwen2_5_vl_video_tokens(frames, width, height, tokens):
 def test_qwen2_processor_limits_resize_frames():
     arch = dict(load_model("qwen2_5_vl_7b")["arch"], video_min_pixels=None, video_max_pixels=None)
     # transformers' video defaults: max 28*28*768 px per frame shrinks 4K to 560x1008 = 20 x 36 tokens
-    assert memory.qwen2_resize(2160, 3840, 28, 128 * 28 * 28, 28 * 28 * 768) == (560, 1008)
+    assert smart_resize(2160, 3840, 28, 128 * 28 * 28, 28 * 28 * 768) == (560, 1008)
     assert memory.vision_tokens("qwen2_5_vl", arch, 2, 3840, 2160) == 20 * 36
     # and min 128*28*28 px blows a 56x56 frame up to 336x336: 144 tokens, not 4
     assert memory.vision_tokens("qwen2_5_vl", arch, 2, 56, 56) == 12 * 12
@@ -58,7 +60,7 @@ def test_qwen2_processor_limits_resize_frames():
 def test_qwen3_vl_video_tokens_bound_the_whole_clip():
     arch = load_model("qwen3_vl_8b")["arch"]
     assert memory.vision_tokens("qwen3_vl", arch, 16, 448, 448) == 8 * 14 * 14   # patch 16 x merge 2 = 32
-    assert memory.video_text_tokens("qwen3_vl", arch, 16) == 8 * memory.QWEN3_TEXT_TOKENS_PER_GROUP
+    assert memory.video_text_tokens("qwen3_vl", arch, 16) == 8 * qwen3_vl.TEXT_TOKENS_PER_GROUP
     # 64 frames of 1080p exceed 25.2 MP in total: each frame shrinks to 448x832
     assert memory.vision_tokens("qwen3_vl", arch, 64, 1920, 1080) == 32 * 14 * 26
     with pytest.raises(ValueError, match="at least 2 frames"):

@@ -1,15 +1,57 @@
-"""Qwen3-VL (Qwen3VLForConditionalGeneration).
+"""Qwen3-VL (Qwen3VLForConditionalGeneration): the preset qwen3_vl_8b.
 
-Numbers not in a preset's `arch:` block follow Qwen/Qwen3-VL-8B-Instruct's config.json (the
-source conf/model/qwen3_vl_8b.yaml cites): text rope_theta 5e6, interleaved M-RoPE with
-mrope_section [24, 20, 20] for head_dim 128, rms_norm_eps 1e-6; vision 16 heads, GELU (tanh).
-Its processor writes each frame's timestamp into the prompt (transformers Qwen3VLProcessor).
+Numbers a preset's `arch:` block leaves out follow Qwen/Qwen3-VL-8B-Instruct's config.json (the source
+conf/model/qwen3_vl_8b.yaml cites): text rope_theta 5e6, interleaved M-RoPE with mrope_section
+[24, 20, 20] for head_dim 128, rms_norm_eps 1e-6; vision 16 heads, GELU (tanh). Its processor writes
+each frame group's timestamp into the prompt (transformers 5.19 processing_qwen3_vl.py).
 """
 
 from __future__ import annotations
 
-from caption.make_model.common import FamilySpec, qwen_chat_template, qwen_marker_ids, qwen_vision_config
-from caption.make_model.qwen2_5_vl import QWEN_TOKENS
+import math
+
+from families import _qwen
+from families.base import Checkpoint, Family
+
+# transformers 5.19's Qwen3VLVideoProcessor: size = {shortest_edge, longest_edge} over the whole clip
+VIDEO_PIXEL_DEFAULTS = (128 * 32 * 32, 32 * 32 * 768)
+# Qwen3-VL keeps the uncapped rule video_tokens counts (its capped rule is another formula, not
+# modelled here): False, chosen on purpose (video_processing_qwen3_vl.py `cap_pixels_per_frame`).
+PROCESSOR_KWARGS = {"cap_pixels_per_frame": False}
+# "<t seconds>" plus vision start/end markers before each temporal group: ~6 tokens of text + 2
+# markers; an estimate, not tokenized here
+TEXT_TOKENS_PER_GROUP = 8
+
+
+def video_tokens(arch: dict, frames: int, width: int, height: int) -> int:
+    factor, temporal = arch["patch_size"] * arch["spatial_merge_size"], arch["temporal_patch_size"]
+    if frames < temporal:
+        raise ValueError(f"Qwen3-VL needs at least {temporal} frames per clip, got {frames}")
+    min_px, max_px = _qwen.pixel_limits(arch, VIDEO_PIXEL_DEFAULTS)
+    h, w = _qwen.smart_resize(height, width, factor, min_px, max_px, frames=frames, temporal=temporal)
+    return _qwen.grid_tokens(arch, frames, h, w)
+
+
+def video_text_tokens(arch: dict, frames: int) -> int:
+    return math.ceil(frames / arch["temporal_patch_size"]) * TEXT_TOKENS_PER_GROUP
+
+
+def vision_params(arch: dict) -> int:
+    """Vision tower (LayerNorms, plain MLP, learned position embeddings) + merger + one deepstack merger
+    per deepstack layer, as transformers 5.19 builds Qwen3VLVisionModel."""
+    vh, vi, h, m2 = arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["hidden_size"], \
+        arch["spatial_merge_size"] ** 2
+    block = 4 * vh + _qwen.vision_attention_params(vh) + (vh * vi + vi) + (vi * vh + vh)
+
+    def merger(norm_dim: int) -> int:  # LayerNorm, fc1 (4vh -> 4vh), fc2 (4vh -> h)
+        return 2 * norm_dim + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h
+
+    deepstack = len(arch.get("deepstack_visual_indexes") or ())
+    return (_qwen.patch_embed_params(arch) + vh + arch["num_position_embeddings"] * vh
+            + arch["vision_depth"] * block + merger(vh) + deepstack * merger(m2 * vh))
+
+
+# ------------------------------------------------------------------ random-weight checkpoints
 
 BUILTIN = {
     # seconds to make and to run: ~3M parameters. head_dim 64: vLLM's CPU attention takes 32..512
@@ -27,11 +69,9 @@ BUILTIN = {
                 deepstack_visual_indexes=[1, 2], patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
                 video_min_pixels=4096, video_max_pixels=32 * 224 * 224),
 }
-
-
-# what the job feeds it (caption-make-model writes these into the checkpoint's job preset)
 JOB = {"tiny": dict(frames=8, frame_side=64, max_model_len=2048),
        "cpu": dict(frames=8, frame_side=128, max_model_len=4096)}
+
 
 def mrope_section(head_dim: int) -> list[int]:
     """head_dim/2 rotary frequencies split 6:5:5 over (time, height, width), as [24, 20, 20] for 128."""
@@ -41,7 +81,7 @@ def mrope_section(head_dim: int) -> list[int]:
     return section
 
 
-def _config(arch: dict, ids: dict):
+def config(arch: dict, ids: dict):
     from transformers import Qwen3VLConfig
 
     if not arch.get("qk_norm", True) or arch.get("attention_bias", False):
@@ -58,14 +98,14 @@ def _config(arch: dict, ids: dict):
         rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
                          "mrope_section": mrope_section(arch["head_dim"]), "mrope_interleaved": True},
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
-    vision = qwen_vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
-                                deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]),
-                                hidden_act="gelu_pytorch_tanh")
+    vision = _qwen.vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
+                                 deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]),
+                                 hidden_act="gelu_pytorch_tanh")
     return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
-                         **qwen_marker_ids(ids), architectures=["Qwen3VLForConditionalGeneration"])
+                         **_qwen.marker_ids(ids), architectures=[FAMILY.architecture])
 
 
-def _processor(tokenizer, arch: dict, chat_template: str):
+def processor(tokenizer, arch: dict, chat_template: str):
     from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     common = dict(patch_size=arch["patch_size"], merge_size=arch["spatial_merge_size"],
@@ -79,6 +119,14 @@ def _processor(tokenizer, arch: dict, chat_template: str):
         tokenizer=tokenizer, chat_template=chat_template)
 
 
-SPEC = FamilySpec(name="qwen3_vl", builtin=BUILTIN, special_tokens=QWEN_TOKENS,
-                  eos_tokens=("<|im_end|>", "<|endoftext|>"), chat_template=qwen_chat_template,
-                  config=_config, processor=_processor, job=JOB)
+FAMILY = Family(
+    name="qwen3_vl", architecture="Qwen3VLForConditionalGeneration",
+    prompt=_qwen.chatml_prompt, video_placeholder=_qwen.VIDEO_PAD, stop=_qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
+    vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=video_text_tokens,
+    vision_modules=("visual",),
+    fps_scaled_positions=False,  # its processor writes timestamps as text instead (module docstring)
+    vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75
+    transformers_fix=None,
+    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=_qwen.TOKENS, eos_tokens=_qwen.EOS_TOKENS,
+                          config=config, processor=processor),
+)

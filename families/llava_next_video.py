@@ -1,19 +1,48 @@
-"""LLaVA-NeXT-Video (LlavaNextVideoForConditionalGeneration): a LLaMA LM + a CLIP vision tower.
+"""LLaVA-NeXT-Video (LlavaNextVideoForConditionalGeneration): a LLaMA LM + a CLIP vision tower; the
+preset llava_next_video_7b.
 
-Numbers not in a preset's `arch:` block follow llava-hf/LLaVA-NeXT-Video-7B-hf's config.json (the
-source conf/model/llava_next_video_7b.yaml cites): LLaMA rms_norm_eps 1e-5, linear RoPE scaling
-(the preset's max_position_embeddings is the scaled length), CLIP quick-GELU with its CLS token,
-features from the second-to-last layer, average pooling of stride 2 per frame.
+Numbers a preset's `arch:` block leaves out follow llava-hf/LLaVA-NeXT-Video-7B-hf's config.json (the
+source conf/model/llava_next_video_7b.yaml cites): LLaMA rms_norm_eps 1e-5, linear RoPE scaling (the
+preset's max_position_embeddings is the scaled length), CLIP quick-GELU with its CLS token, features
+from the second-to-last layer, average pooling of stride 2 per frame.
 
-Two traps (measured on these machines, 2026-11): transformers 5.19 saves the CLIP
-tower without its `vision_model.` prefix and vLLM 0.32 then fails, so keys are written as the
-released checkpoints name them; vLLM's LlavaNextVideoPooler divides by image_size // patch_size**2,
-so image_size must be at least patch_size**2.
+Two traps (measured on these machines, 2026-11): transformers 5.19 saves the CLIP tower without its
+`vision_model.` prefix and vLLM 0.32 then fails, so keys are written as the released checkpoints name
+them; vLLM's LlavaNextVideoPooler divides by image_size // patch_size**2, so image_size must be at least
+patch_size**2.
 """
 
 from __future__ import annotations
 
-from caption.make_model.common import FamilySpec, default_system_prompt
+import math
+
+from families.base import Checkpoint, Family, no_video_text
+
+
+def prompt(system: str, instruction: str) -> str:
+    return f"{system} USER: <video>\n{instruction} ASSISTANT:"
+
+
+def video_tokens(arch: dict, frames: int, width: int, height: int) -> int:
+    """Every frame is resized and centre-cropped to the CLIP tower's image_size (336), giving
+    (336/14)^2 = 576 patches, average-pooled with stride `spatial_pool_stride` (2) to ceil(24/2)^2 = 144
+    tokens per frame whatever the input size; no temporal merge (vLLM
+    model_executor/models/llava_next_video.py, pooled_grid_length)."""
+    pooled = math.ceil(arch["image_size"] // arch["patch_size"] / arch["spatial_pool_stride"])
+    return frames * pooled * pooled
+
+
+def vision_params(arch: dict) -> int:
+    """CLIP ViT (patch + class + position embeddings, pre-LayerNorm, blocks of 2 LayerNorms, q/k/v/o
+    and an MLP) + the 2-layer projector + image_newline, as transformers 5.19 builds them."""
+    vh, vi, h, p, size = (arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["hidden_size"],
+                          arch["patch_size"], arch["image_size"])
+    embed = 3 * p * p * vh + vh + ((size // p) ** 2 + 1) * vh
+    block = 4 * vh + 4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)
+    return embed + 4 * vh + arch["vision_depth"] * block + (vh * h + h) + (h * h + h) + h
+
+
+# ------------------------------------------------------------------ random-weight checkpoints
 
 TOKENS = ("<image>", "<video>", "<s>", "</s>", "<|endoftext|>")
 ROPE_FACTOR = 2.0  # linear RoPE scaling of the released LM (4096 positions x 2)
@@ -36,9 +65,10 @@ BUILTIN = {
 JOB = {"tiny": dict(frames=8, frame_side=64, max_model_len=2048),
        "cpu": dict(frames=8, frame_side=224, max_model_len=4096)}
 
-def chat_template() -> str:
-    """`{system} USER: <video>\\n{text} ASSISTANT:`, the layout of caption/prompts.py."""
-    system = default_system_prompt().replace("'", "\\'")
+
+def chat_template(system_prompt: str) -> str:
+    """`{system} USER: <video>\\n{text} ASSISTANT:`, the layout of `prompt`."""
+    system = system_prompt.replace("'", "\\'")
     return (
         "{%- for message in messages -%}"
         "{%- if loop.first and message['role'] != 'system' -%}{{ '" + system + " ' }}{%- endif -%}"
@@ -60,7 +90,7 @@ def chat_template() -> str:
     )
 
 
-def _config(arch: dict, ids: dict):
+def config(arch: dict, ids: dict):
     from transformers import LlavaNextVideoConfig
 
     size, patch = arch["image_size"], arch["patch_size"]
@@ -89,10 +119,10 @@ def _config(arch: dict, ids: dict):
         vision_feature_select_strategy="default", vision_feature_layer=-2, image_grid_pinpoints=pinpoints,
         spatial_pool_mode="average", spatial_pool_stride=arch["spatial_pool_stride"],
         image_seq_length=(size // patch) ** 2, video_seq_length=(size // patch // arch["spatial_pool_stride"]) ** 2 * 2,
-        architectures=["LlavaNextVideoForConditionalGeneration"])
+        architectures=[FAMILY.architecture])
 
 
-def _processor(tokenizer, arch: dict, chat_template: str):
+def processor(tokenizer, arch: dict, chat_template: str):
     from transformers import LlavaNextImageProcessor, LlavaNextVideoProcessor, LlavaNextVideoVideoProcessor
 
     size = arch["image_size"]
@@ -105,13 +135,21 @@ def _processor(tokenizer, arch: dict, chat_template: str):
         vision_feature_select_strategy="default", num_additional_image_tokens=1)
 
 
-def _release_key(key: str) -> str:
+def release_key(key: str) -> str:
     """transformers 5.19 writes `vision_tower.embeddings...`; releases and vLLM use `vision_tower.vision_model.`"""
     if key.startswith("vision_tower.") and not key.startswith("vision_tower.vision_model."):
         return "vision_tower.vision_model." + key[len("vision_tower."):]
     return key
 
 
-SPEC = FamilySpec(name="llava_next_video", builtin=BUILTIN, special_tokens=TOKENS, eos_tokens=("</s>",),
-                  chat_template=chat_template, config=_config, processor=_processor, job=JOB, bos_token="<s>",
-                  rename_key=_release_key)
+FAMILY = Family(
+    name="llava_next_video", architecture="LlavaNextVideoForConditionalGeneration",
+    prompt=prompt, video_placeholder="<video>", stop=("</s>",), processor_kwargs={},
+    vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=no_video_text,
+    vision_modules=("vision_tower", "multi_modal_projector"),
+    fps_scaled_positions=False,  # 1-D RoPE: positions do not depend on time
+    vllm_vision_on_turing=True,  # CLIP's plain attention runs on vLLM's Turing backends
+    transformers_fix=None,
+    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=TOKENS, eos_tokens=("</s>",), config=config,
+                          processor=processor, chat_template=chat_template, bos_token="<s>", rename_key=release_key),
+)
