@@ -14,12 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.options import EngineOptions
 from caption.forced_lengths import ForcedLengths
-from caption.generation import GenerationConfigError, SamplingSettings, load_sampling, sampling_warnings
+from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
 from caption.prompts import INSTRUCTIONS_KO
-from caption.sweep import in_multirun
 from families import UnknownFamily, get_family
-from quant.errors import PlanError
-from quant.plan import Plan, make_plan
+from quant.plan import Plan
 from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
 
@@ -73,7 +71,6 @@ class JobConfig:
     summary_path: Path | None
     references: Path | None  # score the captions against these after the job
     plan_only: bool
-    plan: Plan  # engine, dtype, quantization, engine settings, memory: made before anything loads
     tasks: tuple[str, ...]
     resume: bool
     overwrite: bool
@@ -82,8 +79,8 @@ class JobConfig:
     limit: int | None
     progress: bool
     verbose: bool
-    model: ModelSettings
-    engine: str  # as the plan resolved it: vllm or hf
+    model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
+    requested_engine: str  # auto, vllm or hf, after what sampling and speculative decoding decide
     engine_options: EngineOptions
     gpu: dict
     sampling: SamplingSettings
@@ -97,7 +94,16 @@ class JobConfig:
     adapters: tuple[Adapter, ...] = ()
     speculative: dict | None = None  # vLLM speculative_config
     forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
+    # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
+    plan: Plan | None = None
     raw: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def engine(self) -> str:
+        """vllm or hf, as the plan resolved it."""
+        if self.plan is None:
+            raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
+        return self.plan.engine
 
     @property
     def adapter_names(self) -> tuple[str, ...]:
@@ -173,8 +179,8 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
         if max_pixels is None and not (v.width and v.height):  # a preset without a budget: its square size
             max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
-                          max_pixels=max_pixels, size_multiple=int(v.get("size_multiple") or 28),
-                          seek=str(v.get("seek") or "auto"))
+                          max_pixels=max_pixels, size_multiple=int(_group_key(v, "video", "size_multiple")),
+                          seek=str(_group_key(v, "video", "seek")))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
@@ -198,25 +204,6 @@ def _runner(cfg: DictConfig) -> RunnerSettings:
         decode_cpus=float(_positive(r.get("decode_cpus"), "runner.decode_cpus")),
         batch_clips=None if batch is None else int(_positive(batch, "runner.batch_clips")),
         max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
-
-
-def _total_ram_gib() -> float:
-    """This machine's physical memory. The plan checks that the weights fit in it at all; what other
-    processes use at the moment is not a property of the machine the job is planned for."""
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-
-
-def _device_vram_gib() -> float | None:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return torch.cuda.mem_get_info()[1] / 2**30
-    except Exception:
-        pass
-    return None
 
 
 def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None) -> str:
@@ -253,8 +240,10 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
     config = {"method": method, "num_speculative_tokens": int(_positive(spec.get("num_speculative_tokens"),
                                                                        "spec.num_speculative_tokens"))}
     if method == "ngram":
-        config.update(prompt_lookup_max=int(spec.get("prompt_lookup_max") or 4),
-                      prompt_lookup_min=int(spec.get("prompt_lookup_min") or 1))
+        config.update(prompt_lookup_max=int(_positive(_group_key(spec, "spec", "prompt_lookup_max"),
+                                                      "spec.prompt_lookup_max")),
+                      prompt_lookup_min=int(_positive(_group_key(spec, "spec", "prompt_lookup_min"),
+                                                      "spec.prompt_lookup_min")))
     else:
         draft = Path(str(spec.get("model") or ""))
         if not (draft / "config.json").is_file():
@@ -287,33 +276,6 @@ def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLength
     return lengths
 
 
-def _plan(cfg: DictConfig, sampling: SamplingSettings, decode: DecodeSpec, engine: str) -> Plan:
-    """Tier + model preset + quantization + engine -> engine settings, checked to fit in memory.
-    With plan_only, and in a sweep (one refused job must not end the others), a combination that
-    cannot run comes back as a refused plan saying why."""
-    soft = bool(cfg.get("plan_only")) or in_multirun()
-    gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
-    if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
-        gpu["ram_gib"] = round(_total_ram_gib(), 1)  # weights live in host memory: check them
-    frames = decode.sampling.num_frames if decode.sampling.mode == "uniform" else decode.sampling.max_frames
-    video = {"num_frames": frames, "width": decode.width, "height": decode.height,
-             "max_pixels": decode.max_pixels, "size_multiple": decode.size_multiple}
-    device = _device_vram_gib() if gpu.get("device") == "cuda" else None
-    model = OmegaConf.to_container(cfg.model, resolve=True)
-    try:
-        plan = make_plan(model, gpu, OmegaConf.to_container(cfg.quant, resolve=True), engine, video,
-                         max_new_tokens=sampling.max_new_tokens, device_vram_gib=device)
-    except PlanError as exc:
-        if soft:
-            return Plan.refused(model, gpu, engine, str(exc))
-        raise ConfigError(str(exc)) from None
-    checkpoint = plan.model_path or ""
-    if checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir() and not cfg.get("plan_only"):
-        raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
-                          "caption-quantize (README, 'Quantization'), or set quant.checkpoint")
-    return plan
-
-
 def _default_output() -> Path:
     """captions.jsonl in this run's Hydra folder (each job of a sweep gets its own)."""
     from caption.sweep import run_dir
@@ -321,18 +283,18 @@ def _default_output() -> Path:
     folder = run_dir()
     if folder is None:
         raise ConfigError("`output` is required: add `output=captions.jsonl` (a JSONL file path)")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "captions.jsonl"
+    return folder / "captions.jsonl"  # the job makes the folder (caption/job.py run_job)
 
 
 def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
     input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
-    output = Path(str(cfg.output)).expanduser() if cfg.get("output") else _default_output()
+    given = bool(cfg.get("output"))
+    output = Path(str(cfg.output)).expanduser() if given else _default_output()
     if not input_dir.is_dir():
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     if output.exists() and output.is_dir():
         raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
-    if not output.parent.exists():
+    if given and not output.parent.exists():
         raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
     summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json"))
     references = cfg.get("references", "auto")
@@ -348,7 +310,9 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
 
 
 def load_job_config(cfg: DictConfig) -> JobConfig:
-    """Validate the composed config; raises ConfigError naming the key to fix."""
+    """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
+    fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
+    and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
     plan_only = bool(cfg.get("plan_only", False))
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
@@ -366,13 +330,6 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
-    plan = _plan(cfg, sampling, decode, _requested_engine(cfg, sampling, spec))
-    if spec is not None and plan.engine != "vllm":
-        raise ConfigError(f"`spec={spec['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
-                          f"({plan.engine_reason}); set spec=none")
-    if not plan.fits and not (plan_only or in_multirun()):  # a sweep reports it as a row instead
-        raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
-    plan.warnings.extend(sampling_warnings(sampling, plan.engine))  # knobs this engine cannot apply
     lora = OmegaConf.to_container(cfg.lora, resolve=True)
     max_rank = int(_group_key(lora, "lora", "max_rank"))
     try:
@@ -384,15 +341,13 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         engine_options = EngineOptions.from_config(OmegaConf.to_container(cfg.engine, resolve=True))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    model = ModelSettings(name=model.name, family=model.family, path=str(plan.model_path or model.path),
-                          dtype=plan.dtype, max_model_len=model.max_model_len, trained_on=model.trained_on)
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
-        plan_only=plan_only, plan=plan, tasks=tasks,
+        plan_only=plan_only, tasks=tasks,
         resume=bool(cfg.resume), overwrite=bool(cfg.overwrite),
         retry_errors=bool(cfg.retry_errors), fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
-        model=model, engine=plan.engine,
+        model=model, requested_engine=_requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
         gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
         sampling=sampling, decode=decode,

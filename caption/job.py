@@ -28,6 +28,7 @@ from caption.console import console
 from caption.engines import build_engine
 from caption.engines.base import Request, Result, StageClock
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
+from caption.planning import plan_job
 from caption.prompts import build_prompt
 from caption.records import RecordStore, check_output, check_summary, keep_existing, record_key
 from caption.scoring import score_captions
@@ -44,12 +45,14 @@ from video_io.workers import DecodePool, DecodeResult
 def run_job(cfg: DictConfig, engine=None) -> dict:
     """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
     `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process."""
-    job = load_job_config(cfg)  # fails here, before any model loads, if the config is wrong
+    job = load_job_config(cfg)  # a wrong setting fails here, before anything is probed, loaded or written
+    job = plan_job(job)  # the engine's settings; a plan that cannot run fails here, before any model loads
     if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
         return _report_plan(job)
     # refuse a file that is not ours before anything changes or loads (OutputRefused)
     check_output(job.output, resume=job.resume, overwrite=job.overwrite)
     check_summary(job.summary_path, overwrite=job.overwrite)
+    job.output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
     for warning in job.plan.warnings:  # e.g. a sampling knob this engine does not apply
         print(f"caption: plan warning: {warning}", file=console.err)
     reset_peak_rss()

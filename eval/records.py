@@ -40,20 +40,27 @@ class Prediction:
     extra: dict = field(default_factory=dict)
 
 
-def _lines(path: Path):
+def read_text(path: Path, error: type[Exception] = InputError, expected: str = "a JSONL file") -> str:
+    """The whole file as UTF-8 text; a missing, unreadable or non-UTF-8 file raises `error` with one
+    line saying which and where (caption-report reads the job's records with it too)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            for no, raw in enumerate(fh, 1):
-                if raw.strip():
-                    yield no, raw
+        data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
+        raise error(f"{path}: file not found") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a JSONL file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise error(f"{path}: is a directory, expected {expected}") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _lines(path: Path):
+    for no, raw in enumerate(read_text(path).split("\n"), 1):
+        if raw.strip():
+            yield no, raw
 
 
 def _records(path: Path):

@@ -50,6 +50,17 @@ def pixel_limits(arch: dict, defaults: tuple[int, int]) -> tuple[int, int]:
     return arch.get("video_min_pixels") or defaults[0], arch.get("video_max_pixels") or defaults[1]
 
 
+def text_config(arch: dict, ids: dict, rope_parameters: dict, **family_keys) -> dict:
+    """The language-model numbers Qwen2.5-VL and Qwen3-VL configs share, plus the family's own keys."""
+    return dict(vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"],
+                intermediate_size=arch["intermediate_size"], num_hidden_layers=arch["num_layers"],
+                num_attention_heads=arch["num_heads"], num_key_value_heads=arch["num_kv_heads"],
+                max_position_embeddings=arch["max_position_embeddings"], rms_norm_eps=1e-6, hidden_act="silu",
+                tie_word_embeddings=arch["tie_word_embeddings"], rope_parameters=rope_parameters,
+                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"],
+                **family_keys)
+
+
 def vision_config(arch: dict, **family_keys) -> dict:
     """The vision-tower numbers Qwen2.5-VL and Qwen3-VL configs share, plus the family's own keys."""
     return dict(depth=arch["vision_depth"], hidden_size=arch["vision_hidden_size"],

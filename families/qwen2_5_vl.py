@@ -92,15 +92,9 @@ def config(arch: dict, ids: dict):
         raise ValueError("Qwen2.5-VL needs hidden_size = num_heads x head_dim")
     if not arch.get("attention_bias", True):
         raise ValueError("Qwen2.5-VL's attention always carries q/k/v biases")
-    text = dict(
-        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"], intermediate_size=arch["intermediate_size"],
-        num_hidden_layers=arch["num_layers"], num_attention_heads=arch["num_heads"],
-        num_key_value_heads=arch["num_kv_heads"], max_position_embeddings=arch["max_position_embeddings"],
-        max_window_layers=arch["num_layers"], rms_norm_eps=1e-6, hidden_act="silu",
-        tie_word_embeddings=arch["tie_word_embeddings"], use_sliding_window=False, sliding_window=None,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                         "mrope_section": mrope_section(arch["head_dim"])},
-        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
+    rope = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section(arch["head_dim"])}
+    text = _qwen.text_config(arch, ids, rope, max_window_layers=arch["num_layers"], use_sliding_window=False,
+                             sliding_window=None)
     vision = _qwen.vision_config(arch, window_size=112, tokens_per_second=2, hidden_act="silu",
                                  fullatt_block_indexes=full_attention_blocks(arch["vision_depth"]))
     return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],

@@ -89,15 +89,9 @@ def config(arch: dict, ids: dict):
     side = round(arch["num_position_embeddings"] ** 0.5)
     if side * side != arch["num_position_embeddings"]:
         raise ValueError("Qwen3-VL's vision num_position_embeddings must be a perfect square")
-    text = dict(
-        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"], intermediate_size=arch["intermediate_size"],
-        num_hidden_layers=arch["num_layers"], num_attention_heads=arch["num_heads"],
-        num_key_value_heads=arch["num_kv_heads"], head_dim=arch["head_dim"],
-        max_position_embeddings=arch["max_position_embeddings"], rms_norm_eps=1e-6, hidden_act="silu",
-        attention_bias=False, tie_word_embeddings=arch["tie_word_embeddings"],
-        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
-                         "mrope_section": mrope_section(arch["head_dim"]), "mrope_interleaved": True},
-        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"])
+    rope = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": mrope_section(arch["head_dim"]),
+            "mrope_interleaved": True}
+    text = _qwen.text_config(arch, ids, rope, head_dim=arch["head_dim"], attention_bias=False)
     vision = _qwen.vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
                                  deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]),
                                  hidden_act="gelu_pytorch_tanh")

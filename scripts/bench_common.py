@@ -14,7 +14,8 @@ import numpy as np
 
 from hydra import compose, initialize_config_dir
 
-from caption.config import CONF_DIR, REPO_ROOT, load_job_config
+from caption.config import CONF_DIR, REPO_ROOT
+from caption.planning import load_planned_job
 from caption.engines.base import Request
 from caption.prompts import build_prompt
 from video_io.crawl import crawl_videos
@@ -26,7 +27,7 @@ def job_config(clips: Path, overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"input_dir={clips}", f"output={clips}/unused.jsonl",
                                                         "engine=vllm", *overrides])
-    return load_job_config(cfg)
+    return load_planned_job(cfg)
 
 
 def bench_clips(name: str, n: int, seed: int, overrides: list[str] = ()) -> tuple[Path, list]:

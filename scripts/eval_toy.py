@@ -23,7 +23,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from caption.config import CONF_DIR, REPO_ROOT, load_job_config
+from caption.config import CONF_DIR, REPO_ROOT
+from caption.planning import load_planned_job
 from caption.engines import build_engine
 from caption.job import run_job
 from families import get_family
@@ -83,7 +84,7 @@ def main() -> int:
     base = [f"input_dir={folder / 'clips'}", f"engine={args.engine}", "progress=false", "resume=false"]
     if args.model_path:
         base.append(f"model.path={args.model_path}")
-    job = load_job_config(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
+    job = load_planned_job(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
     engine = build_engine(job, get_family(job.model.family).stop)  # one engine for all runs
     rows = {}
     try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.records import record_key
+from eval.records import read_text
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
@@ -48,18 +49,7 @@ class ReportData:
 
 def read_records(path: Path) -> tuple[list[dict], list[str]]:
     """The job's records, and notes about lines left out (a half-written last line of a running job)."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ReportError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise ReportError(f"{path}: is a directory, expected the caption job's JSONL records") from None
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReportError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_text(path, ReportError, expected="the caption job's JSONL records")
     lines = text.split("\n")
     records, notes, seen = [], [], {}
     for no, line in enumerate(lines, 1):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from caption.config import load_job_config
+from caption.planning import load_planned_job
 from families import get_family
 
 
@@ -21,7 +21,7 @@ def job_config(synth_dir, tmp_path_factory):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config",
                           overrides=[f"input_dir={synth_dir}", f"output={out}", *overrides])
-        return load_job_config(cfg)
+        return load_planned_job(cfg)
 
     return _make
 

@@ -7,13 +7,14 @@ import shutil
 
 import pytest
 
-from caption.config import ConfigError, load_job_config
+from caption.config import ConfigError
+from caption.planning import load_planned_job
 
 ADAPTER = "assets/adapters/vidcap-ko-detailed"
 
 
 def _job(compose_config, synth_dir, tmp_path, *overrides):
-    return load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
+    return load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
 
 
 def test_the_shipped_adapter_loads_with_its_name(compose_config, synth_dir, tmp_path):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from caption import planning
 from caption.config import ConfigError, load_job_config
+from caption.planning import load_planned_job, plan_job
 
 
 def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synth_dir, tmp_path, model_dir):
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'out.jsonl'}"])
-    job = load_job_config(cfg)
+    job = load_planned_job(cfg)
     assert job.engine == "vllm" and job.gpu["name"] == "cpu" and job.model.name == "vidcap-ko-tiny"
     assert job.model.path == str(model_dir)
     assert job.decode.width is None and job.decode.max_pixels == 56 * 56 and job.decode.size_multiple == 28
@@ -18,10 +20,26 @@ def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synt
     assert job.summary_path == tmp_path / "out.jsonl.summary.json"
 
 
+def test_validating_probes_and_plans_nothing_planning_is_the_next_step(compose_config, synth_dir, tmp_path,
+                                                                         monkeypatch):
+    probed = []
+    monkeypatch.setattr(planning, "total_ram_gib", lambda: probed.append("ram") or 24.0)
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "quant=awq"])
+    job = load_job_config(cfg)
+    assert job.plan is None and job.requested_engine == "auto" and probed == []
+    assert job.model.dtype == "float32" and "awq" not in job.model.path  # the preset's, until planned
+    with pytest.raises(RuntimeError, match="not planned yet"):
+        job.engine
+    planned = plan_job(job)
+    assert probed == ["ram"] and planned.engine == "vllm" and planned.plan.quantization["method"] == "awq"
+    assert planned.model.path == planned.plan.model_path and planned.model.path.endswith("vidcap-ko-tiny-awq")
+    assert job.plan is None  # a JobConfig is never changed in place
+
+
 def test_groups_switch(compose_config, synth_dir, tmp_path):
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "engine=hf",
                           "video=fps", "video.fps=4", "tasks=[caption,keywords]"])
-    job = load_job_config(cfg)
+    job = load_planned_job(cfg)
     assert job.engine == "hf" and job.engine_options.batch_size == 16
     assert job.decode.sampling.mode == "fps" and job.decode.sampling.fps == 4.0
     assert job.tasks == ("caption", "keywords")
@@ -55,10 +73,10 @@ def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, over
     if not overrides:
         del args["input_dir"]
     with pytest.raises(ConfigError, match=message):
-        load_job_config(compose_config(list(args.values())))
+        load_planned_job(compose_config(list(args.values())))
 
 
 def test_hub_ids_are_accepted_without_touching_the_hub(compose_config, synth_dir, tmp_path):
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}",
                           "model.path=Qwen/Qwen2.5-VL-7B-Instruct"])
-    assert load_job_config(cfg).model.path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert load_planned_job(cfg).model.path == "Qwen/Qwen2.5-VL-7B-Instruct"

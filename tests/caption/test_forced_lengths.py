@@ -50,12 +50,12 @@ def test_the_draw_is_log_normal_around_the_median_within_bounds():
 def test_bad_settings_are_refused_naming_the_key(compose_config, synth_dir, tmp_path, value, message):
     from omegaconf import OmegaConf
 
-    from caption.config import load_job_config
+    from caption.planning import load_planned_job
 
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path}/o.jsonl"])
     OmegaConf.update(cfg, "benchmark.output_tokens", value, force_add=True)
     with pytest.raises(ConfigError, match="benchmark.output_tokens") as err:
-        load_job_config(cfg)
+        load_planned_job(cfg)
     assert message in str(err.value)
 
 

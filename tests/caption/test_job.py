@@ -136,15 +136,15 @@ def test_verbose_brings_every_line_back_to_the_terminal(tmp_path, synth_dir):
 
 def test_the_plan_warns_only_when_the_embedded_model_meets_footage_it_does_not_know(compose_config, synth_dir,
                                                                                      tmp_path):
-    from caption.config import load_job_config
+    from caption.planning import load_planned_job
     from caption.job import _scope_notes
 
-    synthetic = load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'a.jsonl'}"]))
+    synthetic = load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'a.jsonl'}"]))
     assert _scope_notes(synthetic) == []
     real = tmp_path / "footage"
     real.mkdir()
     shutil.copy(synth_dir / "clip_00000.mp4", real / "street.mp4")
-    notes = _scope_notes(load_job_config(compose_config([f"input_dir={real}", f"output={tmp_path / 'b.jsonl'}"])))
+    notes = _scope_notes(load_planned_job(compose_config([f"input_dir={real}", f"output={tmp_path / 'b.jsonl'}"])))
     assert len(notes) == 1 and "vidcap-ko-tiny knows only caption-synth clips" in notes[0]
 
 

@@ -163,13 +163,13 @@ def test_the_planners_parameter_formulas_count_the_made_model(family, shape):
 def test_the_job_plans_a_made_model_from_its_own_preset(family, tiny_models):
     from hydra import compose, initialize_config_dir
 
-    from caption.config import load_job_config
+    from caption.planning import load_planned_job
 
     [preset] = (tiny_models[family] / "vidcap_preset" / "model").glob("*.yaml")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"hydra.searchpath=[file://{preset.parent.parent}]",
                                                        f"model={preset.stem}", "plan_only=true"])
-    job = load_job_config(cfg)
+    job = load_planned_job(cfg)
     assert job.model.family == family and Path(job.model.path) == tiny_models[family].resolve()
     assert job.model.name == f"random-{family}-tiny"
     assert job.plan.fits
@@ -299,7 +299,7 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
     from transformers import AutoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from caption.config import load_job_config
+    from caption.planning import load_planned_job
     from caption.job import run_job
     from families import get_family
     from quant.memory import vision_tokens
@@ -315,7 +315,7 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
         out = tmp_path / f"{engine}.jsonl"
         overrides = [f"hydra.searchpath=[file://{preset.parent.parent}]", f"model={preset.stem}",
                      f"engine={engine}", f"input_dir={clips}", f"output={out}", "progress=false", "references=null"]
-        job = load_job_config(compose_config(overrides))
+        job = load_planned_job(compose_config(overrides))
         summary = run_job(compose_config(overrides))
         assert summary["exit_status"] == 0 and summary["captions_ok"] == 2, summary.get("failures")
         records[engine] = {r["video"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from caption.config import ConfigError, load_job_config
+from caption.config import ConfigError
+from caption.planning import load_planned_job
 
 
 def _job(compose_config, synth_dir, tmp_path, *overrides):
-    return load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
+    return load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
 
 
 def test_default_plan_is_vllm_float32_on_cpu(compose_config, synth_dir, tmp_path):
@@ -61,7 +62,7 @@ def test_a_plan_that_does_not_fit_is_refused_before_loading(compose_config, synt
 
 
 def test_plan_only_needs_no_clips(compose_config):
-    job = load_job_config(compose_config(["plan_only=true", "gpu=t4", "model=qwen2_5_vl_7b"]))
+    job = load_planned_job(compose_config(["plan_only=true", "gpu=t4", "model=qwen2_5_vl_7b"]))
     assert job.plan_only and job.input_dir is None
     assert job.engine == "hf"  # vLLM has no Turing vision attention for Qwen VL (vllm issue 29743)
     assert job.plan.dtype == "float16" and job.plan.quantization["method"] == "nf4"
@@ -69,7 +70,7 @@ def test_plan_only_needs_no_clips(compose_config):
 
 @pytest.mark.parametrize("tier", ["l4", "a100", "h100"])
 def test_gpu_tiers_plan_the_real_presets(compose_config, tier):
-    job = load_job_config(compose_config(["plan_only=true", f"gpu={tier}", "model=qwen2_5_vl_7b_awq"]))
+    job = load_planned_job(compose_config(["plan_only=true", f"gpu={tier}", "model=qwen2_5_vl_7b_awq"]))
     assert job.engine == "vllm" and job.plan.fits and job.plan.quantization["method"] == "awq"
     assert job.plan.vllm["gpu_memory_utilization"] == pytest.approx(0.9)
 

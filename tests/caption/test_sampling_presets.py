@@ -7,7 +7,8 @@ import io
 
 import pytest
 
-from caption.config import ConfigError, load_job_config
+from caption.config import ConfigError
+from caption.planning import load_planned_job
 from families import get_family
 from caption.summary import print_plan
 
@@ -29,7 +30,7 @@ SAMPLED = [p for p, v in DESIGN.items() if v["temperature"] > 0]
 
 
 def _job(compose_config, synth_dir, tmp_path, *overrides):
-    return load_job_config(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
+    return load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", *overrides]))
 
 
 @pytest.mark.parametrize("preset", ["greedy", *DESIGN])

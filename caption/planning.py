@@ -1,0 +1,81 @@
+"""The job's second step: from a validated JobConfig to the plan the engine runs.
+
+`plan_job` probes the machine (its RAM; on a GPU tier the device's memory), asks quant/ for a plan
+(tier + model preset + quantization + engine -> dtype, quantization, engine settings, memory) and
+refuses, with one line, a plan that cannot run, still before any model loads. Everything the engine
+is given comes from the plan (caption/engines/vllm_engine.py reads nothing else).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from caption.config import ConfigError, JobConfig, load_job_config
+from caption.generation import sampling_warnings
+from caption.sweep import in_multirun
+from quant.errors import PlanError
+from quant.plan import Plan, make_plan
+
+
+def total_ram_gib() -> float:
+    """This machine's physical memory. The plan checks that the weights fit in it at all; what other
+    processes use at the moment is not a property of the machine the job is planned for."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def device_vram_gib() -> float | None:
+    """The CUDA device's total memory, or None where there is none (or no torch build for it)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.mem_get_info()[1] / 2**30
+    except Exception:
+        pass
+    return None
+
+
+def make_job_plan(job: JobConfig) -> Plan:
+    """With plan_only, and in a sweep (one refused job must not end the others), a combination that
+    cannot run comes back as a refused plan saying why; otherwise it raises ConfigError."""
+    soft = job.plan_only or in_multirun()
+    gpu, model, quant = dict(job.raw["gpu"]), job.raw["model"], job.raw["quant"]
+    if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
+        gpu["ram_gib"] = round(total_ram_gib(), 1)  # weights live in host memory: check them
+    sampling = job.decode.sampling
+    video = {"num_frames": sampling.num_frames if sampling.mode == "uniform" else sampling.max_frames,
+             "width": job.decode.width, "height": job.decode.height,
+             "max_pixels": job.decode.max_pixels, "size_multiple": job.decode.size_multiple}
+    device = device_vram_gib() if gpu.get("device") == "cuda" else None
+    try:
+        plan = make_plan(model, gpu, quant, job.requested_engine, video,
+                         max_new_tokens=job.sampling.max_new_tokens, device_vram_gib=device)
+    except PlanError as exc:
+        if soft:
+            return Plan.refused(model, gpu, job.requested_engine, str(exc))
+        raise ConfigError(str(exc)) from None
+    checkpoint = plan.model_path or ""
+    if checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir() and not job.plan_only:
+        raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
+                          "caption-quantize (README, 'Quantization'), or set quant.checkpoint")
+    return plan
+
+
+def plan_job(job: JobConfig) -> JobConfig:
+    """The job with its plan, and the model path and dtype the plan chose (a quantized copy, the tier's dtype)."""
+    plan = make_job_plan(job)
+    if job.speculative is not None and plan.engine != "vllm":
+        raise ConfigError(f"`spec={job.speculative['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
+                          f"({plan.engine_reason}); set spec=none")
+    if not plan.fits and not (job.plan_only or in_multirun()):  # a sweep reports it as a row instead
+        raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
+    plan.warnings.extend(sampling_warnings(job.sampling, plan.engine))  # knobs this engine cannot apply
+    model = dataclasses.replace(job.model, path=str(plan.model_path or job.model.path), dtype=plan.dtype)
+    return dataclasses.replace(job, plan=plan, model=model)
+
+
+def load_planned_job(cfg) -> JobConfig:
+    """Validate a composed config, then plan it: what the job does before anything loads."""
+    return plan_job(load_job_config(cfg))
