@@ -27,6 +27,16 @@ ENGINES = ("auto", "vllm", "hf")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
+# The keys the presets of these groups set (conf/<group>/*.yaml, the one home of their values); the
+# other groups' readers hold theirs: EngineOptions, SamplingSettings, quant.tiers.TIER_KEYS,
+# quant.rules.QUANT_KEYS, quant.plan.MODEL_KEYS, RunnerSettings. tests/caption/test_config_groups.py
+# checks every preset against them.
+VIDEO_KEYS = ("sampling", "num_frames", "fps", "max_frames", "min_frames", "width", "height", "max_pixels",
+              "size_multiple", "seek", "backend", "workers", "timeout_s", "ablation")
+LORA_KEYS = ("adapters", "include_base", "max_rank")
+SPEC_KEYS = {"none": ("method", "num_speculative_tokens"),
+             "ngram": ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"),
+             "draft_model": ("method", "model", "num_speculative_tokens")}
 
 
 class ConfigError(ValueError):
@@ -168,6 +178,19 @@ def _sampling(cfg: DictConfig) -> SamplingSettings:
         raise ConfigError(str(exc)) from None
 
 
+def _size_multiple(cfg: DictConfig) -> int:
+    """`video.size_multiple`, or the model family's (null in conf/video/, the one home of the rule)."""
+    given = cfg.video.get("size_multiple")
+    if given is not None:
+        return int(_positive(given, "video.size_multiple"))
+    arch = OmegaConf.to_container(cfg.model.arch, resolve=True) if cfg.model.get("arch") else {}
+    try:
+        return get_family(cfg.model.family).size_multiple(arch)
+    except KeyError as exc:
+        raise ConfigError(f"`model.arch` of {cfg.model.get('name')!r} lacks {exc.args[0]}, which sets the frame "
+                          "size multiple: add it, or set video.size_multiple") from None
+
+
 def _decode(cfg: DictConfig) -> DecodeSpec:
     v = cfg.video
     _choice(v.sampling, MODES, "video.sampling")
@@ -179,14 +202,14 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
         if max_pixels is None and not (v.width and v.height):  # a preset without a budget: its square size
             max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
-                          max_pixels=max_pixels, size_multiple=int(_group_key(v, "video", "size_multiple")),
+                          max_pixels=max_pixels, size_multiple=_size_multiple(cfg),
                           seek=str(_group_key(v, "video", "seek")))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
 
 def _runner(cfg: DictConfig) -> RunnerSettings:
-    r = OmegaConf.to_container(cfg.runner, resolve=True) if "runner" in cfg else {"name": "local"}
+    r = OmegaConf.to_container(cfg.runner, resolve=True)
     name = _choice(r.get("name"), RUNNERS, "runner")
     if name == "local":
         return RunnerSettings(name="local")
@@ -233,7 +256,7 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | 
 
 def _spec(cfg: DictConfig, model_path: str) -> dict | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
-    spec = OmegaConf.to_container(cfg.spec, resolve=True) if "spec" in cfg else {"method": "none"}
+    spec = OmegaConf.to_container(cfg.spec, resolve=True)
     method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
     if method == "none":
         return None
@@ -259,7 +282,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
 
 def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLengths | None:
     """`benchmark.output_tokens`: forced lengths, within what the plan sized memory for."""
-    value = OmegaConf.select(cfg, "benchmark.output_tokens", default=None)
+    value = cfg.benchmark.output_tokens
     try:
         if value is not None and not OmegaConf.is_dict(value):
             raise ValueError(f"expected null or a mapping, got {value!r}")
@@ -297,7 +320,7 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
     if given and not output.parent.exists():
         raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
     summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json"))
-    references = cfg.get("references", "auto")
+    references = cfg.references
     if references == "auto":
         found = input_dir / "references.jsonl"
         references = found if found.is_file() else None
@@ -313,7 +336,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
     and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
-    plan_only = bool(cfg.get("plan_only", False))
+    plan_only = bool(cfg.plan_only)
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
         input_dir, output, summary, references = _io_paths(cfg)

@@ -9,7 +9,7 @@ Decoding mode follows from the numbers, as in transformers' `do_sample`: tempera
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from omegaconf import DictConfig
 
@@ -27,10 +27,10 @@ class SamplingSettings:
     repetition_penalty: float  # 1.0: off
     max_new_tokens: int
     min_new_tokens: int  # end-of-sequence is blocked until this many tokens
-    num_beams: int = 1
-    length_penalty: float = 1.0  # beam score = log-prob / length ** length_penalty; beam search only
-    no_repeat_ngram_size: int = 0  # 0: off; n > 0: no n-gram occurs twice in the sequence
-    early_stopping: bool = False  # beam search: stop once num_beams finished candidates exist
+    num_beams: int  # 1: no beam search
+    length_penalty: float  # beam score = log-prob / length ** length_penalty; beam search only (1.0: off)
+    no_repeat_ngram_size: int  # 0: off; n > 0: no n-gram occurs twice in the sequence
+    early_stopping: bool  # beam search: stop once num_beams finished candidates exist
 
     @property
     def do_sample(self) -> bool:
@@ -46,12 +46,15 @@ class SamplingSettings:
 
 
 def load_sampling(cfg: DictConfig) -> SamplingSettings:
+    """The `sampling` group as SamplingSettings. Every key is required: the presets in conf/sampling/ are
+    the one home of their values (an unknown key, or one a preset leaves out, is an error)."""
     s = cfg.sampling
-
-    def get(key, default):
-        value = s.get(key, default)
-        return default if value is None else value
-
+    known = {f.name for f in fields(SamplingSettings)}
+    unknown, missing = sorted(set(s) - known), sorted(k for k in known if s.get(k) is None)
+    if unknown:
+        raise GenerationConfigError(f"`sampling.{unknown[0]}` is not a sampling setting; known: {', '.join(sorted(known))}")
+    if missing:
+        raise GenerationConfigError(f"`sampling.{missing[0]}` is missing: the conf/sampling/ preset in use must set it")
     if s.temperature < 0:
         raise GenerationConfigError(f"`sampling.temperature` must be >= 0 (0 = greedy), got {s.temperature}")
     if not 0 < s.top_p <= 1:
@@ -67,7 +70,7 @@ def load_sampling(cfg: DictConfig) -> SamplingSettings:
     if s.min_new_tokens > s.max_new_tokens:
         raise GenerationConfigError(f"`sampling.min_new_tokens` ({s.min_new_tokens}) exceeds "
                                     f"`sampling.max_new_tokens` ({s.max_new_tokens})")
-    num_beams, ngram = int(get("num_beams", 1)), int(get("no_repeat_ngram_size", 0))
+    num_beams, ngram = int(s.num_beams), int(s.no_repeat_ngram_size)
     if num_beams <= 0:
         raise GenerationConfigError(f"`sampling.num_beams` must be > 0, got {num_beams}")
     if ngram < 0:
@@ -76,8 +79,8 @@ def load_sampling(cfg: DictConfig) -> SamplingSettings:
         name=str(s.name), temperature=float(s.temperature), top_p=float(s.top_p), top_k=int(s.top_k),
         repetition_penalty=float(s.repetition_penalty), max_new_tokens=int(s.max_new_tokens),
         min_new_tokens=int(s.min_new_tokens), num_beams=num_beams,
-        length_penalty=float(get("length_penalty", 1.0)), no_repeat_ngram_size=ngram,
-        early_stopping=bool(get("early_stopping", False)))
+        length_penalty=float(s.length_penalty), no_repeat_ngram_size=ngram,
+        early_stopping=bool(s.early_stopping))
 
 
 # Where vLLM 0.32 (site-packages/vllm) decides what it can apply:

@@ -46,6 +46,11 @@ def grid_tokens(arch: dict, frames: int, height: int, width: int) -> int:
     return math.ceil(frames / arch["temporal_patch_size"]) * (height // factor) * (width // factor)
 
 
+def size_multiple(arch: dict) -> int:
+    """Patch x merge: the processor resizes frames to multiples of it, so the decoder gives them so."""
+    return arch["patch_size"] * arch["spatial_merge_size"]
+
+
 def pixel_limits(arch: dict, defaults: tuple[int, int]) -> tuple[int, int]:
     return arch.get("video_min_pixels") or defaults[0], arch.get("video_max_pixels") or defaults[1]
 

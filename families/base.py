@@ -45,6 +45,7 @@ class Family:
     vision_params: Callable[[dict], int]  # vision tower + projector parameters
     video_tokens: Callable[[dict, int, int, int], int]  # (arch, frames, width, height) -> placeholder tokens
     video_text_tokens: Callable[[dict, int], int]  # (arch, frames) -> text the processor adds around a video
+    size_multiple: Callable[[dict], int]  # frame sides the decoder gives are multiples of this (video_io/sizing.py)
     vision_modules: tuple[str, ...]  # module names kept unquantized (bitsandbytes skip list, AWQ/GPTQ ignore)
 
     # what the engines must know

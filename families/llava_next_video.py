@@ -32,6 +32,11 @@ def video_tokens(arch: dict, frames: int, width: int, height: int) -> int:
     return frames * pooled * pooled
 
 
+def size_multiple(arch: dict) -> int:
+    """The CLIP patch: frames are resized and cropped to image_size (a multiple of it) anyway."""
+    return arch["patch_size"]
+
+
 def vision_params(arch: dict) -> int:
     """CLIP ViT (patch + class + position embeddings, pre-LayerNorm, blocks of 2 LayerNorms, q/k/v/o
     and an MLP) + the 2-layer projector + image_newline, as transformers 5.19 builds them."""
@@ -146,6 +151,7 @@ FAMILY = Family(
     name="llava_next_video", architecture="LlavaNextVideoForConditionalGeneration",
     prompt=prompt, video_placeholder="<video>", stop=("</s>",), processor_kwargs={},
     vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=no_video_text,
+    size_multiple=size_multiple,
     vision_modules=("vision_tower", "multi_modal_projector"),
     fps_scaled_positions=False,  # 1-D RoPE: positions do not depend on time
     vllm_vision_on_turing=True,  # CLIP's plain attention runs on vLLM's Turing backends

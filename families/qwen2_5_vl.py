@@ -116,7 +116,7 @@ def processor(tokenizer, arch: dict, chat_template: str):
 FAMILY = Family(
     name="qwen2_5_vl", architecture="Qwen2_5_VLForConditionalGeneration",
     prompt=_qwen.chatml_prompt, video_placeholder=_qwen.VIDEO_PAD, stop=_qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
-    vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=no_video_text, vision_modules=("visual",),
+    vision_params=vision_params, video_tokens=video_tokens, size_multiple=_qwen.size_multiple, video_text_tokens=no_video_text, vision_modules=("visual",),
     # t x second_per_grid x tokens_per_second, second_per_grid = temporal_patch_size / fps (vLLM
     # model_executor/models/qwen2_5_vl.py `iter_mm_grid_thw`)
     fps_scaled_positions=True,

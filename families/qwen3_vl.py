@@ -116,7 +116,7 @@ def processor(tokenizer, arch: dict, chat_template: str):
 FAMILY = Family(
     name="qwen3_vl", architecture="Qwen3VLForConditionalGeneration",
     prompt=_qwen.chatml_prompt, video_placeholder=_qwen.VIDEO_PAD, stop=_qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
-    vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=video_text_tokens,
+    vision_params=vision_params, video_tokens=video_tokens, size_multiple=_qwen.size_multiple, video_text_tokens=video_text_tokens,
     vision_modules=("visual",),
     fps_scaled_positions=False,  # its processor writes timestamps as text instead (module docstring)
     vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75

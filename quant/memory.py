@@ -18,10 +18,6 @@ GB = 1e9
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
-# vLLM hands out KV cache in blocks of this many tokens; a sequence occupies whole blocks. 16 is vLLM's
-# default (CacheConfig.DEFAULT_BLOCK_SIZE, vllm/config/cache.py); a tier may set its own (gpu.block_size).
-KV_BLOCK_TOKENS = 16
-
 
 def dtype_bytes(dtype: str) -> int:
     try:

@@ -81,6 +81,24 @@ class Plan:
         return self
 
 
+# A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every MODEL_KEYS key and may set
+# the optional ones; anything else is a typo the planner would silently ignore.
+MODEL_KEYS = ("name", "family", "path", "dtype", "max_model_len", "frames", "frame_width", "frame_height", "arch")
+OPTIONAL_MODEL_KEYS = ("frame_pixels", "trained_on", "quantized", "quantized_checkpoints", "awq_preset", "base_preset")
+
+
+def check_model_keys(model: dict) -> None:
+    name = model.get("name", "?")
+    unknown = sorted(set(model) - set(MODEL_KEYS) - set(OPTIONAL_MODEL_KEYS))
+    missing = [k for k in MODEL_KEYS if model.get(k) is None]
+    _arch(model)  # its own message: which architecture numbers to add
+    if unknown:
+        raise PlanError(f"`model.{unknown[0]}` (preset {name!r}) is not a model setting; known: "
+                        f"{', '.join(MODEL_KEYS + OPTIONAL_MODEL_KEYS)}")
+    if missing:
+        raise PlanError(f"`model.{missing[0]}` is missing from model preset {name!r}: every preset sets it")
+
+
 def _arch(model: dict) -> dict:
     arch = model.get("arch")
     if not arch:
@@ -98,7 +116,7 @@ def _clip(video: dict | None, model: dict) -> tuple[int, int | None, int | None,
     a pixel budget per frame within which each clip keeps its aspect ratio (video_io/sizing.py)."""
     video = video or {}
     frames = video.get("frames") or video.get("num_frames") or model.get("frames")
-    multiple = int(video.get("size_multiple") or model.get("size_multiple") or 28)
+    multiple = int(video.get("size_multiple") or get_family(str(model.get("family"))).size_multiple(_arch(model)))
     width, height = video.get("width"), video.get("height")
     if frames and width and height:
         return int(frames), int(width), int(height), None, multiple
@@ -142,7 +160,7 @@ def _quant_config(choice, dtype: str, family: str) -> dict | None:
     return None
 
 
-def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | dict, video: dict | None = None,
+def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, video: dict | None = None,
               max_new_tokens: int = 48, prompt_text_tokens: int = 80, device_vram_gib: float | None = None,
               cap_to_tier: bool | None = None) -> Plan:
     """Plan one job from plain dicts (as `OmegaConf.to_container(cfg.<group>, resolve=True)` gives them).
@@ -156,13 +174,14 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict | None, engine: str | 
     cache for a full batch, the tier's max_num_seqs), and count / tensor_parallel_size engines run
     side by side (the plan's replicas).
     """
+    check_model_keys(model)
     tier = tier if isinstance(tier, Tier) else Tier.from_config(tier)
     engine = str(engine.get("name")) if isinstance(engine, dict) else str(engine)
     args = (model, tier, quant, engine, video, max_new_tokens, prompt_text_tokens, device_vram_gib, cap_to_tier)
     return choose_tensor_parallel(lambda tp, preset=model: _plan_on(preset, *args[1:], tp=tp), tier, model)
 
 
-def _plan_on(model: dict, tier: Tier, quant: dict | None, engine: str, video: dict | None, max_new_tokens: int,
+def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | None, max_new_tokens: int,
              prompt_text_tokens: int, device_vram_gib: float | None, cap_to_tier: bool | None, tp: int) -> Plan:
     """The plan for engines of `tp` GPUs each; memory figures are per GPU."""
     engine, engine_reason = resolve_engine(engine, quant, model, tier)

@@ -1,15 +1,17 @@
-"""Read conf/<group>/<option>.yaml as plain dicts without Hydra, for the CLI, the README table and tests.
+"""Read one option of a config group (conf/<group>/<option>.yaml) as a plain dict, outside a job: for
+the quant CLI, the README tables and tests.
 
-The job itself hands make_plan the groups Hydra composed (`OmegaConf.to_container(cfg.model)` etc.);
-this loader mirrors the one Hydra feature the presets use: a `defaults:` list naming other options of
-the same group, merged first (`_self_` last), as conf/model/*_awq.yaml extend their bf16 base.
+Hydra composes it, as it does for the job (`+<group>=<option>` with no primary config), so a preset's
+`defaults:` list (conf/model/*_awq.yaml extend their bf16 base) means exactly what it means in a job.
+Interpolations are left as written (resolve=False): `${vidcap_root:}` in a path needs the job's
+resolver, and the planner never reads paths.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -20,18 +22,20 @@ def options(group: str) -> list[str]:
 
 
 def load(group: str, option: str) -> dict:
-    path = CONF_DIR / group / f"{option}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"no {group} option {option!r} ({path}); known: {', '.join(options(group))}")
-    cfg = OmegaConf.load(path)
-    merged = OmegaConf.create()
-    for entry in list(cfg.pop("defaults", None) or []):
-        if entry == "_self_":
-            continue
-        merged = OmegaConf.merge(merged, OmegaConf.create(load(group, str(entry))))
-    merged = OmegaConf.merge(merged, cfg)
-    # resolve=False: `${vidcap_root:}` in a path needs the job's resolver and the planner never reads paths
-    return OmegaConf.to_container(merged, resolve=False)
+    if not (CONF_DIR / group / f"{option}.yaml").exists():
+        raise FileNotFoundError(f"no {group} option {option!r} (conf/{group}/{option}.yaml); "
+                                f"known: {', '.join(options(group))}")
+    return copy.deepcopy(_composed(group, option))
+
+
+@functools.lru_cache(maxsize=None)
+def _composed(group: str, option: str) -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(overrides=[f"+{group}={option}"])
+    return OmegaConf.to_container(cfg[group], resolve=False)
 
 
 def load_model(option: str) -> dict:

@@ -66,11 +66,24 @@ def choose_quant(vram_gb: float, priority: str = "quality") -> QuantChoice:
                        why=f"rule: {vram_gb:g} GB is {band}, {priority} first -> {method}")
 
 
-def resolve_quant(quant: dict | None, model: dict, tier: Tier, engine: str) -> QuantChoice:
+# Every key of the `quant` group: its presets (conf/quant/*.yaml) are the one home of the values.
+QUANT_KEYS = ("method", "priority", "bits", "group_size", "double_quant", "checkpoint", "checkpoint_format")
+
+
+def quant_settings(quant: dict) -> dict:
+    """The `quant` group, checked to hold exactly QUANT_KEYS (PlanError names the key)."""
+    unknown, missing = sorted(set(quant) - set(QUANT_KEYS)), [k for k in QUANT_KEYS if k not in quant]
+    if unknown:
+        raise PlanError(f"`quant.{unknown[0]}` is not a quant setting; known: {', '.join(QUANT_KEYS)}")
+    if missing:
+        raise PlanError(f"`quant.{missing[0]}` is missing: the conf/quant/ preset in use must set it (null for none)")
+    return dict(quant)
+
+
+def resolve_quant(quant: dict, model: dict, tier: Tier, engine: str) -> QuantChoice:
     """The `quant` group dict -> a concrete choice (auto applies the rule, adapted to what can run)."""
-    q = dict(quant or {"method": "auto"})
-    method = str(q.get("method") or "auto")
-    priority = str(q.get("priority") or "quality")
+    q = quant_settings(quant)
+    method, priority = str(q["method"]), str(q["priority"])
     if method != "auto" and method not in METHODS:
         raise PlanError(f"`quant.method={method}` is not valid; choose one of: auto, {', '.join(METHODS)}")
     if priority not in PRIORITIES:
@@ -92,26 +105,26 @@ def resolve_quant(quant: dict | None, model: dict, tier: Tier, engine: str) -> Q
                         "(engine=hf runs the rule's choice)")
     else:
         why = f"set by quant={method}"
-    bits = q.get("bits") or DEFAULT_BITS.get(method)
+    bits = q["bits"] or DEFAULT_BITS.get(method)
     if released == method and (model.get("arch") or {}).get("quant_bits"):
         bits = model["arch"]["quant_bits"]
-    group = q.get("group_size") if method in PREQUANTIZED else None
+    group = q["group_size"] if method in PREQUANTIZED else None
     if method in PREQUANTIZED and released == method:
         group = (model.get("arch") or {}).get("quant_group_size") or group
-    checkpoint, checkpoint_format = q.get("checkpoint") or None, q.get("checkpoint_format") or None
+    checkpoint, checkpoint_format = q["checkpoint"] or None, q["checkpoint_format"] or None
     shipped = (model.get("quantized_checkpoints") or {}).get(method) if method in PREQUANTIZED else None
     if checkpoint is None and shipped:  # the preset names its own quantized copy (the embedded model)
         checkpoint, checkpoint_format = shipped.get("path"), shipped.get("format")
         group = (model.get("arch") or {}).get("quant_group_size") or group
         why += f"; weights from the preset's {method} checkpoint"
     return QuantChoice(method=method, bits=None if method == "none" else int(bits),
-                       group_size=int(group or 128) if method in PREQUANTIZED else None,
-                       double_quant=bool(q.get("double_quant", True)) if method == "nf4" else False,
+                       group_size=int(group) if method in PREQUANTIZED else None,
+                       double_quant=bool(q["double_quant"]) if method == "nf4" else False,
                        priority=priority, checkpoint=checkpoint, checkpoint_format=checkpoint_format,
-                       auto=str(q.get("method") or "auto") == "auto", why=why)
+                       auto=q["method"] == "auto", why=why)
 
 
-def resolve_engine(requested: str, quant: dict | None, model: dict, tier: Tier) -> tuple[str, str]:
+def resolve_engine(requested: str, quant: dict, model: dict, tier: Tier) -> tuple[str, str]:
     """(engine, why): `auto` is vLLM unless the combination only runs on transformers."""
     if requested != "auto":
         return requested, f"set by engine={requested}"

@@ -1,16 +1,24 @@
-"""A GPU tier (conf/gpu/*.yaml) as a validated, typed value."""
+"""A GPU tier (conf/gpu/*.yaml) as a validated, typed value.
+
+Every tier preset sets every key of TIER_KEYS (null where it says what null means): the presets are the
+one home of the values, and Tier.from_config refuses a key left out or one it does not know.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from quant.errors import PlanError
-from quant.memory import GB, GIB, KV_BLOCK_TOKENS
+from quant.memory import GB, GIB
 
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
-DEFAULT_GPU_COUNT = 1  # GPUs per machine when a tier does not say (conf/gpu/*.yaml leave `count: null`)
+TIER_KEYS = ("name", "device", "vram_gb", "vram_gib", "compute_capability", "supports_bf16", "dtype", "enforce_eager",
+             "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enable_chunked_prefill",
+             "vllm_vision_ok", "suggested_engine", "kv_cache_dtype", "speculative", "cap_to_tier", "block_size",
+             "count", "tensor_parallel_size", "env")
+OPTIONAL_TIER_KEYS = ("ram_gib",)  # only the cpu tier sets it (conf/gpu/cpu.yaml); the job fills in null
 
 
 @dataclass(frozen=True)
@@ -24,20 +32,20 @@ class Tier:
     max_num_seqs: int
     max_num_batched_tokens: int
     gpu_memory_utilization: float | None
-    enable_chunked_prefill: bool = False
-    supports_bf16: bool = True
-    compute_capability: str | None = None
-    vllm_vision_ok: bool = True        # False: vLLM cannot run Qwen VL vision towers here (issue 29743)
-    suggested_engine: str = "vllm"
-    kv_cache_dtype: str = "auto"
-    speculative: dict | None = None    # a suggestion for the job's speculative settings
-    cap_to_tier: bool = False          # rehearse this tier on a bigger device
-    cpu_kv_cache_gib: float | None = None  # cpu: VLLM_CPU_KVCACHE_SPACE, the whole KV budget
-    ram_gib: float | None = None       # cpu: host memory for weights; None = not checked
-    env: dict = field(default_factory=dict)
-    count: int = DEFAULT_GPU_COUNT     # GPUs (cpu: engine replicas) on each machine
-    tensor_parallel_size: int | None = None  # None: the planner picks it (quant.plan)
-    block_size: int = KV_BLOCK_TOKENS  # KV-cache block (tokens): the planner counts in it, vLLM runs it
+    enable_chunked_prefill: bool
+    supports_bf16: bool
+    compute_capability: str | None
+    vllm_vision_ok: bool               # False: vLLM's vision attention fails here for some families (issue 29743)
+    suggested_engine: str
+    kv_cache_dtype: str
+    speculative: dict | None           # a suggestion for the job's speculative settings
+    cap_to_tier: bool                  # rehearse this tier on a bigger device
+    cpu_kv_cache_gib: float | None     # cpu: VLLM_CPU_KVCACHE_SPACE, the whole KV budget
+    ram_gib: float | None              # cpu: host memory for weights; None = not checked
+    env: dict
+    count: int                         # GPUs (cpu: engine replicas) on each machine
+    tensor_parallel_size: int | None   # None: the planner picks it (quant.plan)
+    block_size: int                    # KV-cache block (tokens): the planner counts in it, vLLM runs it
 
     @property
     def is_gpu(self) -> bool:
@@ -47,10 +55,17 @@ class Tier:
     def from_config(cls, cfg: dict) -> "Tier":
         """Validate a `gpu` group dict; raises PlanError naming the `gpu.<key>` to fix."""
         cfg = dict(cfg)
+        unknown = sorted(set(cfg) - set(TIER_KEYS) - set(OPTIONAL_TIER_KEYS))
+        missing = [k for k in TIER_KEYS if k not in cfg]
+        if unknown:
+            raise PlanError(f"`gpu.{unknown[0]}` is not a tier setting; known: {', '.join(TIER_KEYS)}")
+        if missing:
+            raise PlanError(f"`gpu.{missing[0]}` is missing from tier {cfg.get('name', '?')!r}: every conf/gpu "
+                            "preset sets it (null where null has a meaning)")
 
         def need(key):
             if cfg.get(key) is None:
-                raise PlanError(f"`gpu.{key}` is missing from tier {cfg.get('name', '?')!r}: add it to its conf/gpu yaml")
+                raise PlanError(f"`gpu.{key}` is null in tier {cfg.get('name', '?')!r}: give it a value")
             return cfg[key]
 
         name, device = str(need("name")), str(need("device"))
@@ -59,7 +74,7 @@ class Tier:
         dtype = str(need("dtype"))
         if dtype not in DTYPES:
             raise PlanError(f"`gpu.dtype={dtype}` is not valid; choose one of: {', '.join(DTYPES)}")
-        vram_gb = float(cfg.get("vram_gb") or 0)
+        vram_gb = float(need("vram_gb"))
         if device == "cuda" and vram_gb <= 0:
             raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
         # decimal GB -> GiB when the driver figure is not given: a 16 GB card is 14.9 GiB
@@ -77,11 +92,10 @@ class Tier:
         for key in ("max_num_seqs", "max_num_batched_tokens"):
             if int(need(key)) <= 0:
                 raise PlanError(f"`gpu.{key}` must be > 0, got {cfg[key]}")
-        kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
+        kv_dtype = str(need("kv_cache_dtype"))
         if kv_dtype not in KV_CACHE_DTYPES:
             raise PlanError(f"`gpu.kv_cache_dtype={kv_dtype}` is not valid; choose one of: {', '.join(KV_CACHE_DTYPES)}")
-        count = cfg.get("count")
-        count = DEFAULT_GPU_COUNT if count is None else int(count)
+        count = int(need("count"))
         if count <= 0:
             raise PlanError(f"`gpu.count` must be >= 1 (GPUs on each machine), got {cfg.get('count')}")
         tp = cfg.get("tensor_parallel_size")
@@ -93,23 +107,22 @@ class Tier:
             if tp > 1 and device == "cpu":
                 raise PlanError("`gpu.tensor_parallel_size` > 1 needs GPUs: on the cpu tier each engine is one "
                                 "process (gpu.count sets how many)")
-        block = cfg.get("block_size")
-        block = KV_BLOCK_TOKENS if block is None else int(block)
+        block = int(need("block_size"))
         if block <= 0 or (device == "cpu" and block % 32):
             raise PlanError(f"`gpu.block_size={cfg.get('block_size')}` must be a positive number of tokens"
                             + (", a multiple of 32 on the cpu tier (vLLM's CPU attention)" if device == "cpu" else ""))
-        env = dict(cfg.get("env") or {})
+        env = dict(cfg["env"] or {})
         cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
         return cls(
             name=name, device=device, vram_gb=vram_gb, vram_gib=vram_gib, dtype=dtype,
-            enforce_eager=bool(cfg.get("enforce_eager", False)),
+            enforce_eager=bool(cfg["enforce_eager"]),
             max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
             gpu_memory_utilization=None if util is None else float(util),
-            enable_chunked_prefill=bool(cfg.get("enable_chunked_prefill", False)),
+            enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]),
             supports_bf16=bool(bf16), compute_capability=None if cc is None else str(cc),
-            vllm_vision_ok=bool(cfg.get("vllm_vision_ok", True)),
-            suggested_engine=str(cfg.get("suggested_engine") or "vllm"), kv_cache_dtype=kv_dtype,
-            speculative=cfg.get("speculative") or None, cap_to_tier=bool(cfg.get("cap_to_tier", False)),
+            vllm_vision_ok=bool(cfg["vllm_vision_ok"]),
+            suggested_engine=str(need("suggested_engine")), kv_cache_dtype=kv_dtype,
+            speculative=cfg["speculative"] or None, cap_to_tier=bool(cfg["cap_to_tier"]),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
             count=count, tensor_parallel_size=tp, block_size=block,

@@ -9,7 +9,7 @@ from quant.plan import make_plan
 from quant.presets import load, load_model
 
 
-def plan(model: str, tier: str, count: int | None = None, tp: int | None = None, quant: str = "auto"):
+def plan(model: str, tier: str, count: int = 1, tp: int | None = None, quant: str = "auto"):
     gpu = dict(load("gpu", tier), count=count, tensor_parallel_size=tp)
     return make_plan(load_model(model), gpu, load("quant", quant), "auto")
 

@@ -56,54 +56,54 @@ def test_refuses_when_weights_alone_exceed_the_gpu():
     assert "weights alone" in plan.reasons[0] and "quant=awq" in plan.reasons[0]
     with pytest.raises(PlanError, match="does not fit: weights alone"):
         plan.raise_if_unfit()
-    already = make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("l4"), None, "vllm", CLIP)
+    already = make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("l4"), load("quant", "auto"), "vllm", CLIP)
     assert not already.fits and "already awq" in already.reasons[0] and "gpu=" in already.reasons[0]
     # its AWQ release fits the same GPU
-    assert make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("h100"), None, "vllm", CLIP).raise_if_unfit().fits
+    assert make_plan(load_model("qwen2_5_vl_72b_awq"), gpu("h100"), load("quant", "auto"), "vllm", CLIP).raise_if_unfit().fits
 
 
 def test_cpu_tier_checks_weights_against_host_ram_when_given():
-    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm",
+    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(load("gpu", "cpu"), ram_gib=16), load("quant", "auto"), "vllm",
                      {"frames": 16, "width": 448, "height": 448})
     assert not plan.fits and "gpu.ram_gib=16" in plan.reasons[0]      # 30.9 GiB of fp32 weights
     from quant.cpu_kernels import has_w4a16
 
     if has_w4a16():  # 4-bit weights fit in 16 GiB of RAM
-        assert make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm").fits
+        assert make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), load("quant", "auto"), "vllm").fits
     else:  # a CPU without AVX-512: vLLM's build has no 4-bit kernel, refused before anything else
         with pytest.raises(PlanError, match="cpu_gemm_wna16"):
-            make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), None, "vllm")
+            make_plan(load_model("qwen2_5_vl_7b_awq"), dict(load("gpu", "cpu"), ram_gib=16), load("quant", "auto"), "vllm")
 
 
 def test_refuses_when_not_one_request_fits():
     long_clip = {"frames": 256, "width": 448, "height": 448}          # 32,768 video tokens
-    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("t4"), None, "hf", long_clip)
+    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("t4"), load("quant", "auto"), "hf", long_clip)
     assert not plan.fits and plan.sequences_fit == 0
     assert "not even one request fits" in plan.reasons[0] and "video.num_frames" in plan.reasons[0]
 
 
 def test_request_longer_than_the_model_context_is_refused():
-    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), None, "vllm",
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm",
                      {"frames": 512, "width": 56, "height": 56})                # 1,024 video tokens
     assert not plan.fits and "handles 1024" in plan.reasons[0]
 
 
 def test_max_model_len_follows_the_request():
     # 256 frames of 56x56 = 512 video tokens: 640 > the preset's 512, so the plan picks 768 and says so
-    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), None, "vllm",
+    plan = make_plan(load_model("vidcap_ko_tiny"), load("gpu", "cpu"), load("quant", "auto"), "vllm",
                      {"frames": 256, "width": 56, "height": 56})
     assert plan.vllm["max_model_len"] == 768 and any("model.max_model_len=768" in w for w in plan.warnings)
     # a preset asking for more context than the KV cache holds is lowered so vLLM can start
     model = dict(load_model("qwen2_5_vl_7b_awq"), max_model_len=128000)
-    plan = make_plan(model, gpu("l4"), None, "vllm", CLIP)
+    plan = make_plan(model, gpu("l4"), load("quant", "auto"), "vllm", CLIP)
     assert plan.vllm["max_model_len"] == 2304 and any("lowered max_model_len" in w for w in plan.warnings)
 
 
 def test_batched_tokens_cover_a_whole_prompt_without_chunked_prefill():
-    plan = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("t4", vllm_vision_ok=True), None, "vllm", CLIP)
+    plan = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("t4", vllm_vision_ok=True), load("quant", "auto"), "vllm", CLIP)
     assert plan.vllm["max_model_len"] == 4096 and plan.vllm["max_num_batched_tokens"] == 4096
     assert any("max_num_batched_tokens raised from 2048" in w for w in plan.warnings)
-    chunked = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("h100"), None, "vllm", CLIP)
+    chunked = make_plan(load_model("qwen2_5_vl_3b_awq"), gpu("h100"), load("quant", "auto"), "vllm", CLIP)
     assert chunked.vllm["max_num_batched_tokens"] == 16384 and chunked.vllm["enable_chunked_prefill"]
 
 
@@ -117,29 +117,29 @@ def test_hf_plan_carries_bitsandbytes_settings():
 
 def test_rehearse_a_small_tier_on_a_big_gpu():
     model, tier = load_model("qwen2_5_vl_3b"), gpu("t4", vllm_vision_ok=True)
-    plan = make_plan(model, tier, {"method": "none"}, "vllm", CLIP, device_vram_gib=79.6, cap_to_tier=True)
+    plan = make_plan(model, tier, load("quant", "none"), "vllm", CLIP, device_vram_gib=79.6, cap_to_tier=True)
     assert plan.vllm["gpu_memory_utilization"] == round(15.0 * 0.85 / 79.6, 4)
     assert plan.memory_gib["budget"] == pytest.approx(15.0 * 0.85, abs=1e-3)
     assert any("rehearsing t4" in w for w in plan.warnings)
     # the tier's own flag does the same
-    flagged = make_plan(model, dict(tier, cap_to_tier=True), {"method": "none"}, "vllm", CLIP, device_vram_gib=79.6)
+    flagged = make_plan(model, dict(tier, cap_to_tier=True), load("quant", "none"), "vllm", CLIP, device_vram_gib=79.6)
     assert flagged.vllm["gpu_memory_utilization"] == plan.vllm["gpu_memory_utilization"]
-    on_hf = make_plan(model, tier, {"method": "none"}, "hf", CLIP, device_vram_gib=79.6, cap_to_tier=True)
+    on_hf = make_plan(model, tier, load("quant", "none"), "hf", CLIP, device_vram_gib=79.6, cap_to_tier=True)
     assert on_hf.hf["memory_fraction"] == plan.vllm["gpu_memory_utilization"]
     with pytest.raises(PlanError, match="less than the tier"):
-        make_plan(model, gpu("a100"), {"method": "none"}, "vllm", CLIP, device_vram_gib=22.5, cap_to_tier=True)
+        make_plan(model, gpu("a100"), load("quant", "none"), "vllm", CLIP, device_vram_gib=22.5, cap_to_tier=True)
     with pytest.raises(PlanError, match="needs the device's memory"):
-        make_plan(model, tier, {"method": "none"}, "vllm", CLIP, cap_to_tier=True)
+        make_plan(model, tier, load("quant", "none"), "vllm", CLIP, cap_to_tier=True)
 
 
 def test_a_preset_without_arch_is_refused_by_name():
     with pytest.raises(PlanError, match=r"has no `arch:` block"):
         preset = {k: v for k, v in load("model", "vidcap_ko_tiny").items() if k != "arch"}
-        make_plan(preset, load("gpu", "cpu"), None, "vllm")
+        make_plan(preset, load("gpu", "cpu"), load("quant", "auto"), "vllm")
 
 
 def test_plan_is_plain_data():
-    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("h100"), None, "vllm", CLIP).to_dict()
+    plan = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("h100"), load("quant", "auto"), "vllm", CLIP).to_dict()
     assert plan["tier"] == "h100" and plan["speculative"]["method"] == "ngram"
     assert set(plan["memory_gib"]) >= {"weights", "kv_per_sequence", "kv_budget", "reserve", "budget"}
     assert plan["quantization"]["why"] and plan["model_path"] == "Qwen/Qwen2.5-VL-7B-Instruct-AWQ"

@@ -34,19 +34,19 @@ def test_rule_rejects_unknown_priority_naming_the_key():
 
 def test_auto_on_vllm_swaps_bitsandbytes_for_what_vllm_runs():
     base = load_model("qwen2_5_vl_7b")
-    a100 = resolve_quant({"method": "auto", "priority": "quality"}, base, tier("a100"), "vllm")
+    a100 = resolve_quant(dict(load("quant", "auto"), priority="quality"), base, tier("a100"), "vllm")
     assert a100.method == "none" and "rule" in a100.why and "int8" in a100.why and "no bitsandbytes" in a100.why
-    l4 = resolve_quant({"method": "auto", "priority": "memory"}, base, tier("l4"), "vllm")
+    l4 = resolve_quant(dict(load("quant", "auto"), priority="memory"), base, tier("l4"), "vllm")
     assert l4.method == "awq"
     # engine=hf runs the rule as written
-    assert resolve_quant({"method": "auto"}, base, tier("a100"), "hf").method == "int8"
-    assert resolve_quant({"method": "auto", "priority": "memory"}, base, tier("l4"), "hf").method == "nf4"
+    assert resolve_quant(load("quant", "auto"), base, tier("a100"), "hf").method == "int8"
+    assert resolve_quant(dict(load("quant", "auto"), priority="memory"), base, tier("l4"), "hf").method == "nf4"
 
 
 def test_auto_keeps_an_awq_release_awq_and_the_cpu_unquantized():
-    awq = resolve_quant({"method": "auto"}, load_model("qwen2_5_vl_7b_awq"), tier("h100"), "vllm")
+    awq = resolve_quant(load("quant", "auto"), load_model("qwen2_5_vl_7b_awq"), tier("h100"), "vllm")
     assert (awq.method, awq.bits, awq.group_size) == ("awq", 4, 128) and "awq release" in awq.why
-    cpu = resolve_quant({"method": "auto"}, load_model("vidcap_ko_tiny"), tier("cpu"), "vllm")
+    cpu = resolve_quant(load("quant", "auto"), load_model("vidcap_ko_tiny"), tier("cpu"), "vllm")
     assert cpu.method == "none" and cpu.bits is None
 
 
@@ -81,30 +81,30 @@ def test_an_awq_release_can_only_be_awq():
 
 def test_awq_on_transformers_says_what_it_needs():
     awq = load_model("qwen2_5_vl_7b_awq")
-    warnings = check_combination(awq, "hf", resolve_quant({"method": "awq"}, awq, tier("l4"), "hf"), tier("l4"))
+    warnings = check_combination(awq, "hf", resolve_quant(load("quant", "awq"), awq, tier("l4"), "hf"), tier("l4"))
     assert len(warnings) == 1 and "gptqmodel" in warnings[0]
-    dtype, notes = plan_dtype(awq, tier("l4"), resolve_quant({"method": "awq"}, awq, tier("l4"), "hf"), "hf")
+    dtype, notes = plan_dtype(awq, tier("l4"), resolve_quant(load("quant", "awq"), awq, tier("l4"), "hf"), "hf")
     assert dtype == "float16" and "float16" in notes[0]
 
 
 def test_turing_qwen_vl_on_vllm_is_refused_but_llava_is_not():
     awq = load_model("qwen2_5_vl_7b_awq")
-    choice = resolve_quant({"method": "auto"}, awq, tier("t4"), "vllm")
+    choice = resolve_quant(load("quant", "auto"), awq, tier("t4"), "vllm")
     with pytest.raises(PlanError, match=r"29743.*`engine=hf`.*gpu.vllm_vision_ok=true"):
         check_combination(awq, "vllm", choice, tier("t4"))
     assert check_combination(awq, "vllm", choice, tier("t4", vllm_vision_ok=True)) == []
     llava = load_model("llava_next_video_7b")
-    none = resolve_quant({"method": "none"}, llava, tier("t4"), "vllm")
+    none = resolve_quant(load("quant", "none"), llava, tier("t4"), "vllm")
     assert check_combination(llava, "vllm", none, tier("t4")) == []
 
 
 def test_dtype_follows_the_tier_and_the_kernels():
     base, awq = load_model("qwen2_5_vl_7b"), load_model("qwen2_5_vl_7b_awq")
-    none = resolve_quant({"method": "none"}, base, tier("t4"), "hf")
+    none = resolve_quant(load("quant", "none"), base, tier("t4"), "hf")
     dtype, notes = plan_dtype(base, tier("t4"), none, "hf")
     assert dtype == "float16" and "bfloat16" in notes[0]                   # T4 has no bf16
     assert plan_dtype(base, tier("h100"), none, "vllm") == ("bfloat16", [])
-    cpu_awq = resolve_quant({"method": "auto"}, awq, tier("cpu"), "vllm")
+    cpu_awq = resolve_quant(load("quant", "auto"), awq, tier("cpu"), "vllm")
     dtype, notes = plan_dtype(awq, tier("cpu"), cpu_awq, "vllm")
     assert dtype == "bfloat16" and "16-bit activations" in notes[0]        # vLLM AWQ: no float32
 
@@ -112,11 +112,15 @@ def test_dtype_follows_the_tier_and_the_kernels():
 def test_bad_settings_name_their_keys():
     base = load_model("qwen2_5_vl_7b")
     with pytest.raises(PlanError, match="`quant.method=fp4`"):
-        resolve_quant({"method": "fp4"}, base, tier("l4"), "vllm")
+        resolve_quant(dict(load("quant", "auto"), method="fp4"), base, tier("l4"), "vllm")
+    with pytest.raises(PlanError, match="`quant.group_size` is missing"):
+        resolve_quant({k: v for k, v in load("quant", "awq").items() if k != "group_size"}, base, tier("l4"), "vllm")
+    with pytest.raises(PlanError, match="`quant.bit` is not a quant setting"):
+        resolve_quant(dict(load("quant", "awq"), bit=4), base, tier("l4"), "vllm")
     with pytest.raises(PlanError, match="`engine=trt`"):
-        check_combination(base, "trt", resolve_quant({"method": "none"}, base, tier("l4"), "hf"), tier("l4"))
+        check_combination(base, "trt", resolve_quant(load("quant", "none"), base, tier("l4"), "hf"), tier("l4"))
     with pytest.raises(PlanError, match="`quant.bits=8` with quant=awq"):
-        check_combination(base, "vllm", resolve_quant({"method": "awq", "bits": 8, "checkpoint": "x"}, base,
+        check_combination(base, "vllm", resolve_quant(dict(load("quant", "awq"), bits=8, checkpoint="x"), base,
                                                       tier("l4"), "vllm"), tier("l4"))
     with pytest.raises(PlanError, match="`gpu.dtype=float16`"):
         tier("t4", dtype="bfloat16")

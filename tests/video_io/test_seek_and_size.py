@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from families import get_family
 from quant.memory import vision_tokens
 from quant.plan import clip_vision_tokens
 from tests.video_io.clipmakers import read_code, write_clip
@@ -62,15 +63,16 @@ def test_planner_counts_the_tokens_the_hf_processor_makes(name):
             ("qwen2_5_vl_7b", None)):
         model = OmegaConf.to_container(OmegaConf.load(root / "conf" / "model" / f"{preset}.yaml"))
         arch = model["arch"]
+        multiple = get_family(model["family"]).size_multiple(arch)
         if processor is None:
             processor = Qwen2VLVideoProcessor(size={"shortest_edge": arch["video_min_pixels"],
                                                     "longest_edge": arch["video_max_pixels"]})
-        h, w = fit_size(*SOURCES[name], model["size_multiple"], model["frame_pixels"])
+        h, w = fit_size(*SOURCES[name], multiple, model["frame_pixels"])
         frames = np.random.default_rng(0).integers(0, 256, (8, h, w, 3), dtype=np.uint8)
         got = _processor_tokens(processor, frames)
         assert vision_tokens(model["family"], arch, 8, w, h) == got
         worst, note = clip_vision_tokens(model["family"], arch, 8, None, None, model["frame_pixels"],
-                                         model["size_multiple"])
+                                         multiple)
         assert worst >= got and "worst case" in note
 
 
