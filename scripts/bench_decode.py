@@ -7,8 +7,13 @@ Makes (once, kept in --out) the clips issue 12 names with the footage generator
 portrait H.264, 4K HEVC 10 s. Decodes each with backend=auto and video.seek=auto|keyframe|exact at
 the embedded model's budget (3136 px, multiple 28), min of --repeat runs; with one core (taskset)
 seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
-keyframe-only decode (-skip_frame nokey), one thread, for reference. Writes <out>/bench_decode.json
-and .png; the last line printed is the JSON.
+keyframe-only decode (-skip_frame nokey), one thread, for reference.
+
+Review-page thumbnails (caption-report) of the frames the default mode sampled, at caption-report's
+default size: PyAV from the keyframe before each frame (video_io/pyav_frames.py frames_at, the
+default), against the two routes the report took before it: decord (H.264) and PyAV decoding the
+clip from its start (other codecs).
+Writes <out>/bench_decode.json and .png; the last line printed is the JSON.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip  # noqa: E402
+from video_io.pyav_frames import decode_wanted, packet_index  # noqa: E402
+from video_io.thumbnails import read_frames, thumbnail_size  # noqa: E402
+
+from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # noqa: E402  (caption-report's --thumb-size)
 
 CLIPS = {  # name: footage generator arguments
     "1080p_h264_20s_gop2s": ["--size", "1920x1080", "--seconds", "20", "--fps", "30", "--codec", "h264",
@@ -61,6 +70,32 @@ def ffmpeg_seconds(path: Path, keyframes_only: bool, repeat: int) -> float | Non
     return best
 
 
+def best_of(repeat: int, run) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def thumbnail_seconds(path: Path, indices: list[int], repeat: int) -> dict:
+    """Seconds to read the thumbnails of `indices`: the report's route now, and its two former routes."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        size = thumbnail_size(stream.codec_context.width, stream.codec_context.height, THUMB_SIDE)
+        pts, _ = packet_index(container, stream)
+    wanted = sorted({pts[i] for i in indices})
+    return {
+        "pyav_seek": round(best_of(repeat, lambda: read_frames(str(path), indices, THUMB_SIDE)), 4),
+        "decord": round(best_of(repeat, lambda: read_frames(str(path), indices, THUMB_SIDE, "decord")), 4),
+        "pyav_from_start": round(best_of(repeat, lambda: decode_wanted(str(path), lambda r, w, h: size, wanted, [],
+                                                                       seek=False)), 4),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "bench_decode")
@@ -81,18 +116,27 @@ def main(argv: list[str] | None = None) -> int:
             row[seek] = {"s_per_clip": round(best, 4), "core_s_per_clip": round(best * cores, 4),
                          "used": clip.seek, "backend": clip.backend, "indices": clip.indices,
                          "times": clip.times}
+        row["thumbnails_s"] = thumbnail_seconds(path, row["auto"]["indices"], args.repeat)
         row["ffmpeg_full_s"] = ffmpeg_seconds(path, False, args.repeat)
         row["ffmpeg_keyframes_s"] = ffmpeg_seconds(path, True, args.repeat)
         rows.append(row)
         print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s({row[m]['used']},{row[m]['backend']})"
                                           for m in SEEK_MODES)
-              + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}", flush=True)
+              + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}"
+              + f"  thumbnails {row['thumbnails_s']}", flush=True)
     print(f"\n| clip | cores | auto s/clip | keyframe s/clip | exact s/clip | ffmpeg full | ffmpeg keyframes |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         ff = [f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("ffmpeg_full_s", "ffmpeg_keyframes_s")]
         print(f"| {r['clip']} | {r['cores']} | {r['auto']['s_per_clip']:.3f} ({r['auto']['used']}) | "
               f"{r['keyframe']['s_per_clip']:.3f} | {r['exact']['s_per_clip']:.3f} | {ff[0]} | {ff[1]} |")
+    print(f"\n| clip | thumbnails, PyAV from keyframes (now) | decord | PyAV from the start | decord / now "
+          f"| from start / now |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        t = r["thumbnails_s"]
+        print(f"| {r['clip']} | {t['pyav_seek']:.3f} | {t['decord']:.3f} | {t['pyav_from_start']:.3f} | "
+              f"{t['decord'] / t['pyav_seek']:.2f}x | {t['pyav_from_start'] / t['pyav_seek']:.2f}x |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_decode.json").write_text(json.dumps(rows, indent=1))
     try:
@@ -111,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         fig.savefig(args.out / "bench_decode.png", dpi=120)
     except ImportError:
         print("matplotlib missing: no PNG")
-    print(json.dumps({"clips": {r["clip"]: {m: r[m]["s_per_clip"] for m in SEEK_MODES} for r in rows},
+    print(json.dumps({"clips": {r["clip"]: {**{m: r[m]["s_per_clip"] for m in SEEK_MODES},
+                                            "thumbnails": r["thumbnails_s"]} for r in rows},
                       "cores": cores}))
     return 0
 

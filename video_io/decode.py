@@ -21,16 +21,16 @@ from the others' (a 2-s GOP with 8 samples over 20 s), exact frames otherwise.
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from video_io.pyav_frames import decode_sampled, packet_index
 from video_io.sampling import TIE_S, SamplingSpec, sample_indices
 from video_io.sizing import fit_size
-from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, display_rotation, library_reason,
+from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, library_reason,
                              no_video_reason, open_source, probe)
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
@@ -172,11 +172,6 @@ def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[
                                 f"from it; samples {spacing:.3f} s apart)")
 
 
-def turn_upright(image: np.ndarray, rotation: int) -> np.ndarray:
-    """Turn a decoded frame counter-clockwise by `rotation` degrees, as a player does."""
-    return np.ascontiguousarray(np.rot90(image, k=rotation // 90)) if rotation else image
-
-
 @dataclass
 class _Decoded:
     frames: np.ndarray
@@ -243,12 +238,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
             base = float(stream.time_base) if stream.time_base else None
             rate = stream.average_rate or stream.guessed_rate
             rate = float(rate) if rate else None
-            pts, keys = set(), set()
-            for packet in container.demux(stream):
-                if packet.pts is not None and packet.size:
-                    pts.add(packet.pts)
-                    if packet.is_keyframe:
-                        keys.add(packet.pts)
+            pts, key_list = packet_index(container, stream)
     except DecodeError:
         raise
     except Exception as exc:
@@ -257,106 +247,18 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
         raise DecodeError("no video frames: the video track's frame index is empty or damaged")
     if not base or not math.isfinite(base) or base <= 0:
         raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
-    pts = sorted(pts)
     times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
-    key_list = sorted(keys)
     index_of = {p: i for i, p in enumerate(pts)}
     indices, seek, note = _pick(times, [index_of[k] for k in key_list if k in index_of], spec)
     wanted = sorted({pts[i] for i in indices})
     stats = {"decoded": 0, "repeated": 0, "converted": 0}
-    try:
-        images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, key_list, True, mode=seek,
-                                                    stats=stats)
-        if len(images) < len(wanted):  # a seek that landed wrong (damaged index, MPEG-TS): go sequential
-            images, rotation, rejected = _decode_wanted(source.uri, spec, wanted, [], False, stats=stats)
-    except Exception as exc:
-        raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
-    missing = len(wanted) - len(images)
-    if missing:
-        raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
-                          f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
-                          f"the file")
+    images, rotation, rejected = decode_sampled(source.uri, lambda turn, w, h: _coded_size(spec, turn, w, h),
+                                                wanted, key_list, seek, stats)
     notes = [note] if note else []
     if rejected:
         notes.append(f"{rejected} damaged packets skipped (none of the sampled frames)")
     return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes,
                     seek, stats)
-
-
-def _decode_wanted(uri: str, spec: DecodeSpec, wanted: list[int], keys: list[int], seek: bool,
-                   mode: str = "exact", stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
-    """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
-
-    With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
-    what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
-    skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
-    keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
-    Packets the decoder rejects (damaged data) are skipped. `stats` counts frames the decoder
-    output, those it output again (a frame decoded twice) and those converted."""
-    import av
-
-    images: dict[int, np.ndarray] = {}
-    rotation, size, rejected, last = None, None, 0, None
-    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
-    wanted_set = set(wanted)
-    seen: set[int] = set()
-    unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
-    with av.open(uri, metadata_errors="replace") as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        # keyframe mode: a decoder holds each frame back until it has decoded the frames that may come
-        # before it on screen (B-frame reordering, frame threads); with every other frame skipped those
-        # are the next keyframes, a GOP or two of packets later. So once the wanted keyframe's packet
-        # is in, the decoder is drained at once, and the seek to the next target resets it.
-        drain = seek and mode == "keyframe"
-        drained = False
-        for target in wanted:
-            if target in images or (last is not None and last > target):
-                continue  # already decoded, or passed (damaged): nothing better to find
-            key = keys[bisect.bisect_right(keys, target) - 1] if seek and keys and keys[0] <= target else None
-            if key is not None and (last is None or key > last or drained):
-                container.seek(key, stream=stream, backward=True)
-                drained = False
-            elif drained:
-                break  # a drained decoder takes packets again only after a seek: the caller goes sequential
-            for packet in container.demux(stream):
-                if seek:  # frames nothing refers to are not decoded unless wanted (about half of
-                    # an H.264/HEVC stream with B-frames); the decoder reads this per packet
-                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else unwanted_skip
-                try:
-                    frames = packet.decode()
-                    if drain and packet.pts == target:
-                        frames = [*frames, *stream.codec_context.decode(None)]
-                        drained = True
-                except av.error.InvalidDataError:
-                    rejected += 1
-                    continue
-                for frame in frames:
-                    if frame.pts is None:
-                        continue
-                    last = frame.pts
-                    stats["decoded"] += 1
-                    stats["repeated"] += frame.pts in seen
-                    seen.add(frame.pts)
-                    if rotation is None:
-                        rotation = display_rotation(frame)
-                        size = _coded_size(spec, rotation, frame.width, frame.height)
-                    if frame.pts in wanted_set and frame.pts not in images:
-                        images[frame.pts] = _small_rgb(frame, size, rotation)
-                        stats["converted"] += 1
-                if drained or (last is not None and last >= target):
-                    break
-    return images, rotation or 0, rejected
-
-
-def _small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray:
-    """One decoded frame scaled (bicubic, as FFmpeg's scale filter and so decord do by default)
-    and converted to RGB in one swscale call, turned upright."""
-    if size:
-        frame = frame.reformat(width=size[0], height=size[1], format="rgb24", interpolation="BICUBIC")
-    else:
-        frame = frame.reformat(format="rgb24")
-    return turn_upright(frame.to_ndarray(), rotation)
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, Probe | None]:

@@ -1,10 +1,11 @@
 """Small JPEG thumbnails of given frames of a clip (for review pages), decoded as decode.py does.
 
 The caller names the frames by index (a caption record's `frame_indices`), so the thumbnails show
-exactly what the model was given. decord reads them where it seeks exactly (the codecs in
-`video_io.decode.DECORD_EXACT_CODECS`); every other codec, and any file decord refuses, goes to
-PyAV, which counts frames the way decode.py's PyAV path does (packets with a timestamp, in
-timestamp order), so an index means the same frame whichever decoder picked it.
+exactly what the model was given. PyAV reads them as the job's default decoder does
+(video_io/pyav_frames.py `frames_at`: from the keyframe before each frame, only the wanted frames
+scaled and converted); a record made with `video.backend=decord` is read back by decord where it
+seeks exactly (the codecs in `video_io.decode.DECORD_EXACT_CODECS`). Both count frames alike (packets
+with a timestamp, in timestamp order), so an index means the same frame whichever decoder picked it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import io
 
 import numpy as np
 
-from video_io.decode import DECORD_EXACT_CODECS, DecodeError, turn_upright
-from video_io.source import Source, display_rotation, library_reason, open_source, probe
+from video_io.decode import DECORD_EXACT_CODECS, DecodeError
+from video_io.pyav_frames import frames_at
+from video_io.source import Source, library_reason, open_source, probe
 
 BACKENDS = ("auto", "decord", "pyav")
 
@@ -47,43 +49,12 @@ def _decord_frames(source: Source, indices: list[int], size: tuple[int, int]) ->
         raise DecodeError(library_reason(exc, "decord")) from None
 
 
-def _pyav_frames(source: Source, indices: list[int], size: tuple[int, int]) -> np.ndarray:
-    """Frames turned upright by their display matrix; `size` is the upright (width, height)."""
-    import av
-
-    try:
-        with av.open(source.uri, metadata_errors="replace") as container:
-            stream = container.streams.video[0]
-            pts = sorted({p.pts for p in container.demux(stream) if p.pts is not None and p.size})
-        _check_indices(indices, len(pts))
-        wanted = {pts[i] for i in indices}
-        images: dict[int, np.ndarray] = {}
-        with av.open(source.uri, metadata_errors="replace") as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            for frame in container.decode(stream):
-                if frame.pts in wanted and frame.pts not in images:
-                    turn = display_rotation(frame)
-                    w, h = (size[1], size[0]) if turn in (90, 270) else size
-                    frame = frame.reformat(width=w, height=h, format="rgb24", interpolation="BICUBIC")
-                    images[frame.pts] = turn_upright(frame.to_ndarray(), turn)
-                    if len(images) == len(wanted):
-                        break
-    except DecodeError:
-        raise
-    except Exception as exc:
-        raise DecodeError(library_reason(exc, "pyav")) from None
-    if len(images) < len(wanted):
-        raise DecodeError(f"only {len(images)} of {len(wanted)} frames could be decoded "
-                          "(file truncated or damaged)")
-    return np.stack([images[pts[i]] for i in indices])
-
-
 def read_frames(path: str, indices: list[int], max_side: int = 128, backend: str = "auto") -> np.ndarray:
     """(len(indices), H, W, 3) uint8 RGB frames, scaled so the longest side is at most `max_side`.
 
-    `backend` is the decoder that chose the indices (a record's `decoder`), or "auto"; decord is
-    only used for codecs it seeks exactly in, and PyAV takes over when decord fails."""
+    `backend` is the decoder that chose the indices (a record's `decoder`), or "auto" (PyAV, as the
+    job's); decord is only used when named, for codecs it seeks exactly in, and PyAV takes over when
+    decord fails."""
     if backend not in BACKENDS:
         raise ValueError(f"thumbnail backend must be one of {BACKENDS}, got {backend!r}")
     if not indices:
@@ -93,13 +64,13 @@ def read_frames(path: str, indices: list[int], max_side: int = 128, backend: str
         turned = info.rotation in (90, 270)
         size = thumbnail_size(*((info.height, info.width) if turned else (info.width, info.height)), max_side)
         # rotated clips: PyAV turns them upright (decord2 turns some wrongly: see decode.py)
-        if backend == "pyav" or info.codec not in DECORD_EXACT_CODECS or info.rotation:
-            return _pyav_frames(source, indices, size)
+        if backend != "decord" or info.codec not in DECORD_EXACT_CODECS or info.rotation:
+            return frames_at(source, indices, size)
         try:
             return _decord_frames(source, indices, size)
         except DecodeError as decord_error:
             try:
-                return _pyav_frames(source, indices, size)
+                return frames_at(source, indices, size)
             except DecodeError as pyav_error:
                 raise DecodeError(f"{pyav_error} (decord: {decord_error})") from None
 

@@ -78,3 +78,20 @@ def test_rotated_clips_give_upright_thumbnails_of_the_frames_the_job_sampled(tmp
         assert frames.shape == (8, 64, 48, 3)
         assert [read_code(f, top=True) for f in frames] == clip.indices
         assert all(np.abs(f[:28].reshape(-1, 3).mean(0) - (220, 20, 20)).max() < 30 for f in frames)
+
+
+def test_thumbnails_decode_from_the_keyframe_before_each_frame_not_the_whole_clip(tmp_path):
+    """A review page of thousands of clips: the last frame of a 300-frame clip with a keyframe every 25
+    costs at most a GOP of decoding, as in the job, not the 300 frames before it."""
+    from tests.video_io.clipmakers import read_code, write_clip
+    from video_io.pyav_frames import frames_at
+    from video_io.source import open_source
+
+    path = str(write_clip(tmp_path / "long.mp4", 300, options={"g": "25"}))
+    stats = {"decoded": 0, "repeated": 0, "converted": 0}
+    with open_source(path) as source:
+        frames = frames_at(source, [290, 10], stats=stats)
+    assert [read_code(f) for f in frames] == [290, 10]
+    assert stats["converted"] == 2 and stats["repeated"] == 0
+    assert stats["decoded"] <= 2 * 25, stats
+

@@ -1,0 +1,164 @@
+"""PyAV's side of decoding: a clip's frame index from its packets, and the frames wanted from it,
+decoded from the keyframe before each, scaled and converted one at a time (only those kept).
+
+Frames are numbered as decode_clip records them (`frame_indices`): packets with a timestamp, in
+timestamp order. decode.py samples clips with these functions; thumbnails.py reads a record's frames
+back with `frames_at`, so a review page shows exactly the frames the model was given.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Callable
+
+import numpy as np
+
+from video_io.source import DecodeError, Source, display_rotation, library_reason, no_video_reason
+
+# (rotation, coded width, coded height) -> the coded size to scale to, or None to keep it
+SizeFor = Callable[[int, int, int], "tuple[int, int] | None"]
+
+
+def packet_index(container, stream) -> tuple[list[int], list[int]]:
+    """(timestamps of the frames, timestamps of the keyframes), ascending, from the packets alone
+    (demuxing reads no picture data)."""
+    pts, keys = set(), set()
+    for packet in container.demux(stream):
+        if packet.pts is not None and packet.size:
+            pts.add(packet.pts)
+            if packet.is_keyframe:
+                keys.add(packet.pts)
+    return sorted(pts), sorted(keys)
+
+
+def decode_sampled(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int], mode: str = "exact",
+                   stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
+    """decode_wanted with seeking, sequentially where a seek lands wrong (a damaged index, MPEG-TS);
+    DecodeError when a wanted frame cannot be decoded."""
+    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
+    try:
+        images, rotation, rejected = decode_wanted(uri, size_for, wanted, keys, True, mode=mode, stats=stats)
+        if len(images) < len(wanted):
+            images, rotation, rejected = decode_wanted(uri, size_for, wanted, [], False, stats=stats)
+    except Exception as exc:
+        raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
+    missing = len(wanted) - len(images)
+    if missing:
+        raise DecodeError(f"damaged video data: {missing} of the {len(wanted)} sampled frames could not "
+                          f"be decoded ({rejected} packets rejected by the decoder); re-copy or re-export "
+                          f"the file")
+    return images, rotation, rejected
+
+
+def frames_at(source: Source, indices: list[int], size: tuple[int, int] | None = None,
+              stats: dict | None = None) -> np.ndarray:
+    """(len(indices), H, W, 3) uint8 RGB: the frames decode_clip numbers `indices`, in the order given,
+    turned upright and scaled to the upright `size` (width, height; None keeps the stored size).
+    `stats` counts the frames decoded and converted (decode_wanted)."""
+    import av
+
+    try:
+        with av.open(source.uri, metadata_errors="replace") as container:
+            if not container.streams.video:
+                raise DecodeError(no_video_reason(container))
+            pts, keys = packet_index(container, container.streams.video[0])
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(library_reason(exc, "pyav")) from None
+    bad = [i for i in indices if not 0 <= i < len(pts)]
+    if bad:
+        raise DecodeError(f"frame index {bad[0]} is outside the clip's {len(pts)} frames "
+                          "(was the file replaced after captioning?)")
+
+    def size_for(rotation: int, width: int, height: int):
+        if size is None:
+            return None
+        return (size[1], size[0]) if rotation in (90, 270) else size
+
+    wanted = sorted({pts[i] for i in indices})
+    # frames the job took in keyframe mode are keyframes: decode them as it did (one packet each)
+    mode = "keyframe" if set(wanted) <= set(keys) else "exact"
+    images, _, _ = decode_sampled(source.uri, size_for, wanted, keys, mode=mode, stats=stats)
+    return np.stack([images[pts[i]] for i in indices])
+
+
+def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int], seek: bool,
+                  mode: str = "exact", stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
+    """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
+
+    With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
+    what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
+    skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
+    keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
+    Packets the decoder rejects (damaged data) are skipped. `stats` counts frames the decoder
+    output, those it output again (a frame decoded twice) and those converted."""
+    import av
+
+    images: dict[int, np.ndarray] = {}
+    rotation, size, rejected, last = None, None, 0, None
+    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
+    wanted_set = set(wanted)
+    seen: set[int] = set()
+    unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
+    with av.open(uri, metadata_errors="replace") as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        # keyframe mode: a decoder holds each frame back until it has decoded the frames that may come
+        # before it on screen (B-frame reordering, frame threads); with every other frame skipped those
+        # are the next keyframes, a GOP or two of packets later. So once the wanted keyframe's packet
+        # is in, the decoder is drained at once, and the seek to the next target resets it.
+        drain = seek and mode == "keyframe"
+        drained = False
+        for target in wanted:
+            if target in images or (last is not None and last > target):
+                continue  # already decoded, or passed (damaged): nothing better to find
+            key = keys[bisect.bisect_right(keys, target) - 1] if seek and keys and keys[0] <= target else None
+            if key is not None and (last is None or key > last or drained):
+                container.seek(key, stream=stream, backward=True)
+                drained = False
+            elif drained:
+                break  # a drained decoder takes packets again only after a seek: the caller goes sequential
+            for packet in container.demux(stream):
+                if seek:  # frames nothing refers to are not decoded unless wanted (about half of
+                    # an H.264/HEVC stream with B-frames); the decoder reads this per packet
+                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else unwanted_skip
+                try:
+                    frames = packet.decode()
+                    if drain and packet.pts == target:
+                        frames = [*frames, *stream.codec_context.decode(None)]
+                        drained = True
+                except av.error.InvalidDataError:
+                    rejected += 1
+                    continue
+                for frame in frames:
+                    if frame.pts is None:
+                        continue
+                    last = frame.pts
+                    stats["decoded"] += 1
+                    stats["repeated"] += frame.pts in seen
+                    seen.add(frame.pts)
+                    if rotation is None:
+                        rotation = display_rotation(frame)
+                        size = size_for(rotation, frame.width, frame.height)
+                    if frame.pts in wanted_set and frame.pts not in images:
+                        images[frame.pts] = small_rgb(frame, size, rotation)
+                        stats["converted"] += 1
+                if drained or (last is not None and last >= target):
+                    break
+    return images, rotation or 0, rejected
+
+
+def small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray:
+    """One decoded frame scaled (bicubic, as FFmpeg's scale filter and so decord do by default)
+    and converted to RGB in one swscale call, turned upright."""
+    if size:
+        frame = frame.reformat(width=size[0], height=size[1], format="rgb24", interpolation="BICUBIC")
+    else:
+        frame = frame.reformat(format="rgb24")
+    return turn_upright(frame.to_ndarray(), rotation)
+
+
+def turn_upright(image: np.ndarray, rotation: int) -> np.ndarray:
+    """Turn a decoded frame counter-clockwise by `rotation` degrees, as a player does."""
+    return np.ascontiguousarray(np.rot90(image, k=rotation // 90)) if rotation else image
