@@ -63,8 +63,32 @@ def make_job_plan(job: JobConfig) -> Plan:
     return plan
 
 
+def check_weights_reachable(path: str) -> None:
+    """A hub id the engines would have to download: present in the local hub cache, or a hub that
+    answers within seconds; else one line saying so, before any model loads (instead of a traceback
+    from inside the engine's loader)."""
+    if Path(path).expanduser().is_dir():
+        return
+    from huggingface_hub import HfApi, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(path, "config.json"), str):
+        return
+    fix = (f"download it on a machine with hub access (`huggingface-cli download {path}`) and point "
+           f"model.path at the folder, or use the embedded model (model=vidcap_ko_tiny)")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ConfigError(f"`model.path={path}` is a hub id that is not in the local hub cache, and "
+                          f"HF_HUB_OFFLINE is set: {fix}")
+    try:
+        HfApi().model_info(path, timeout=10)
+    except Exception as exc:
+        raise ConfigError(f"`model.path={path}` is not in the local hub cache and the hub cannot be reached "
+                          f"({type(exc).__name__}): {fix}") from None
+
+
 def plan_job(job: JobConfig) -> JobConfig:
     """The job with its plan, and the model path and dtype the plan chose (a quantized copy, the tier's dtype)."""
+    if not job.plan_only:  # a plan needs no weights
+        check_weights_reachable(job.model.path)
     plan = make_job_plan(job)
     if job.speculative is not None and plan.engine != "vllm":
         raise ConfigError(f"`spec={job.speculative['method']}` needs engine=vllm, but the plan runs on {plan.engine} "

@@ -31,10 +31,15 @@ def load(group: str, option: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def _composed(group: str, option: str) -> dict:
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(overrides=[f"+{group}={option}"])
+    overrides = [f"+{group}={option}"]
+    if GlobalHydra.instance().is_initialized():  # inside a job (the planner reads an AWQ preset): its Hydra
+        cfg = compose(overrides=overrides)
+    else:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(overrides=overrides)
     return OmegaConf.to_container(cfg[group], resolve=False)
 
 

@@ -79,7 +79,7 @@ def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, over
 def test_hub_ids_are_accepted_without_touching_the_hub(compose_config, synth_dir, tmp_path):
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}",
                           "model.path=Qwen/Qwen2.5-VL-7B-Instruct"])
-    assert load_planned_job(cfg).model.path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert load_job_config(cfg).model.path == "Qwen/Qwen2.5-VL-7B-Instruct"  # planning checks it can be had
 
 
 @pytest.mark.parametrize("preset,multiple", [("vidcap_ko_tiny", 28), ("qwen3_vl_8b", 32), ("llava_next_video_7b", 14)])
@@ -90,3 +90,13 @@ def test_frame_sides_are_multiples_of_what_the_family_patches(compose_config, pr
     assert job.decode.size_multiple == multiple
     forced = load_job_config(compose_config(["plan_only=true", f"model={preset}", "video.size_multiple=56"]))
     assert forced.decode.size_multiple == 56
+
+
+def test_a_preset_whose_weights_cannot_be_had_says_so_before_loading(compose_config, synth_dir, tmp_path):
+    """conf/model/qwen2_5_vl_3b.yaml names a hub id; the tests run with HF_HUB_OFFLINE=1 and no cache."""
+    cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "model=qwen2_5_vl_3b"])
+    job = load_job_config(cfg)  # valid as a config
+    with pytest.raises(ConfigError, match=r"`model.path=Qwen/Qwen2.5-VL-3B-Instruct` is a hub id that is not in "
+                                          r"the local hub cache.*huggingface-cli download"):
+        plan_job(job)
+    assert load_planned_job(compose_config(["plan_only=true", "model=qwen2_5_vl_3b"])).plan is not None
