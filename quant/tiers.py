@@ -6,7 +6,7 @@ one home of the values, and Tier.from_config refuses a key left out or one it do
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from quant.errors import PlanError
 from quant.memory import GB, GIB

@@ -50,6 +50,14 @@ def decode_sampled(uri: str, size_for: SizeFor, wanted: list[int], keys: list[in
     return images, rotation, rejected
 
 
+def check_indices(indices: list[int], total: int) -> None:
+    """Indices a record names must still be frames of the clip (thumbnails read them back later)."""
+    bad = [i for i in indices if not 0 <= i < total]
+    if bad:
+        raise DecodeError(f"frame index {bad[0]} is outside the clip's {total} frames "
+                          "(was the file replaced after captioning?)")
+
+
 def frames_at(source: Source, indices: list[int], size: tuple[int, int] | None = None,
               stats: dict | None = None) -> np.ndarray:
     """(len(indices), H, W, 3) uint8 RGB: the frames decode_clip numbers `indices`, in the order given,
@@ -66,10 +74,7 @@ def frames_at(source: Source, indices: list[int], size: tuple[int, int] | None =
         raise
     except Exception as exc:
         raise DecodeError(library_reason(exc, "pyav")) from None
-    bad = [i for i in indices if not 0 <= i < len(pts)]
-    if bad:
-        raise DecodeError(f"frame index {bad[0]} is outside the clip's {len(pts)} frames "
-                          "(was the file replaced after captioning?)")
+    check_indices(indices, len(pts))
 
     def size_for(rotation: int, width: int, height: int):
         if size is None:

@@ -15,7 +15,7 @@ import io
 import numpy as np
 
 from video_io.decode import DECORD_EXACT_CODECS, DecodeError
-from video_io.pyav_frames import frames_at
+from video_io.pyav_frames import check_indices, frames_at
 from video_io.source import Source, library_reason, open_source, probe
 
 BACKENDS = ("auto", "decord", "pyav")
@@ -29,19 +29,12 @@ def thumbnail_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
-def _check_indices(indices: list[int], total: int) -> None:
-    bad = [i for i in indices if not 0 <= i < total]
-    if bad:
-        raise DecodeError(f"frame index {bad[0]} is outside the clip's {total} frames "
-                          "(was the file replaced after captioning?)")
-
-
 def _decord_frames(source: Source, indices: list[int], size: tuple[int, int]) -> np.ndarray:
     import decord
 
     try:
         reader = decord.VideoReader(source.uri, ctx=decord.cpu(0), num_threads=1, width=size[0], height=size[1])
-        _check_indices(indices, len(reader))
+        check_indices(indices, len(reader))
         return reader.get_batch(list(indices)).asnumpy()
     except DecodeError:
         raise
