@@ -27,6 +27,7 @@ import os
 import pickle
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -35,6 +36,7 @@ import numpy as np
 from caption.config import JobConfig
 
 CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # one lock file per core group of a machine
+CORE_WAIT_S = 60.0  # how long a new engine actor waits for a finished pass's actor to free its cores
 
 
 class RayRunner:
@@ -110,7 +112,7 @@ class RayRunner:
         gpus = job.plan.tensor_parallel_size if job.gpu.get("device") == "cuda" else 0
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
-            _CaptionActor, fn_constructor_kwargs={"job": job}, batch_size=batch, concurrency=self.actors,
+            _CaptionActor, fn_constructor_kwargs={"job": job, "engines": self.actors}, batch_size=batch, concurrency=self.actors,
             num_cpus=s.engine_cpus, num_gpus=gpus or None,
             # restart a dead actor (a new engine) for the batches to come; the batch it held fails
             # at once and runs again in the next pass, so retries are counted in one place
@@ -168,10 +170,10 @@ class _CaptionActor:
     actors on two cores spun in OpenMP barriers (minutes inside cpu_attention_with_kv_cache, no record;
     seen under the suite and with vLLM's AVX2 kernels)."""
 
-    def __init__(self, job: JobConfig):
+    def __init__(self, job: JobConfig, engines: int):
         from caption.admission import PositionLimits
 
-        self.cores, self._lock = _claim_cores(job)
+        self.cores, self._lock = _claim_cores(job, engines)
         if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
             env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
@@ -206,22 +208,31 @@ class _CaptionActor:
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
 
 
-def _claim_cores(job: JobConfig):
+def _claim_cores(job: JobConfig, engines: int = 0, wait_s: float = CORE_WAIT_S):
     """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
     (runner.engine_cpus of them) no other engine actor holds, with a lock file the OS releases when this
-    process dies, so a restarted actor gets the cores back. (cores, lock) or (None, None)."""
+    process dies, so a restarted actor gets the cores back. (cores, lock) or (None, None).
+
+    When the job's `engines` fit the machine's groups, a group still held is waited for (up to wait_s):
+    the actors of a finished pass are released by reference counting, after the next pass's actors have
+    started, and an actor that gave up at once ran unbound beside them (two OpenMP teams spinning on the
+    same cores)."""
     env = job.plan.engine_env
     if job.gpu.get("device") != "cpu" or str(env.get("VLLM_CPU_OMP_THREADS_BIND")) != "all":
         return None, None
     cores = sorted(os.sched_getaffinity(0))
     size = max(1, min(len(cores), int(job.runner.engine_cpus)))
+    groups = [cores[start:start + size] for start in range(0, len(cores) - size + 1, size)]
     CORE_LOCKS.mkdir(parents=True, exist_ok=True)
-    for start in range(0, len(cores) - size + 1, size):
-        group = cores[start:start + size]
-        lock = open(CORE_LOCKS / f"cores-{group[0]}-{group[-1]}.lock", "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return group, lock
-        except BlockingIOError:
-            lock.close()
-    return None, None  # more engines than core groups: no binding (they share every core)
+    deadline = time.monotonic() + (wait_s if 0 < engines <= len(groups) else 0)
+    while True:
+        for group in groups:
+            lock = open(CORE_LOCKS / f"cores-{group[0]}-{group[-1]}.lock", "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return group, lock
+            except BlockingIOError:
+                lock.close()
+        if time.monotonic() >= deadline:
+            return None, None  # more engines than core groups, or held too long: no binding (they share every core)
+        time.sleep(0.2)

@@ -89,8 +89,11 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, compose_conf
 
 
 def _cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:  # it ended meanwhile
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -119,9 +122,15 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
         while time.time() < deadline and not killed:
             pids = _actor_pids()
             if len(pids) == 2 and out.exists() and out.read_text(encoding="utf-8").count("\n") >= 1:
-                busiest = max(pids, key=_cpu_seconds)  # the one generating (the other may still be starting)
-                os.kill(busiest, signal.SIGKILL)
-                killed.append(busiest)
+                # the actor generating now, by CPU time over the last half second (not in total: an actor
+                # that had sent all its batches back would cost no record, and there would be nothing to test)
+                before = {pid: _cpu_seconds(pid) for pid in pids}
+                time.sleep(0.5)
+                busy = {pid: _cpu_seconds(pid) - before[pid] for pid in pids}
+                pid = max(busy, key=busy.get)
+                if busy[pid] >= 0.3:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append((pid, busy))
             time.sleep(0.05)
 
     watcher = threading.Thread(target=kill_one_when_records_arrive, daemon=True)
@@ -136,7 +145,9 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
                                                                 for task in ("caption", "motion")]  # all, once
     assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
     # the killed actor's batches came back without records and ran again in a second pass
-    assert summary["clips_lost"] == 0 and summary["ray_passes"] == 2
+    assert summary["clips_lost"] == 0 and summary["ray_passes"] == 2, (killed, summary)
+    # the second pass's actors waited for the first pass's to free their cores, and ran bound
+    assert all(" cores " in seen for seen in summary["actors_seen"]), summary["actors_seen"]
 
 
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
@@ -145,15 +156,35 @@ def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tm
             "job = types.SimpleNamespace(gpu={'device': 'cpu'},"
             " plan=types.SimpleNamespace(engine_env={'VLLM_CPU_OMP_THREADS_BIND': 'all'}),"
             " runner=types.SimpleNamespace(engine_cpus=1));"
-            "cores, lock = _claim_cores(job); print(cores, flush=True); time.sleep(float(sys.argv[1]))")
+            "cores, lock = _claim_cores(job, int(sys.argv[2])); print(cores, flush=True);"
+            "time.sleep(float(sys.argv[1]))")
     # a lock folder of its own (tempfile honours TMPDIR): engine actors of other tests may still hold theirs
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}
-    first = subprocess.Popen([sys.executable, "-c", code, "30"], stdout=subprocess.PIPE, text=True, env=env)
+    def claim(hold_s, engines=0):
+        return subprocess.Popen([sys.executable, "-c", code, str(hold_s), str(engines)], stdout=subprocess.PIPE,
+                                text=True, env=env)
+
+    first = claim(30)
     first_cores = first.stdout.readline().strip()
-    second = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, env=env).stdout.strip()
+    second = claim(0).communicate()[0].strip()
     first.kill()
     first.wait()
-    third = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, env=env).stdout.strip()
+    third = claim(0).communicate()[0].strip()
     if len(os.sched_getaffinity(0)) >= 2:
         assert first_cores != second and "None" not in (first_cores, second)
     assert third == first_cores  # the killed process's lock went with it
+
+    # every group held: an actor of a job whose engines fit the groups waits for one to come free (a new
+    # pass's actor while the last pass's are being released) instead of running unbound
+    groups = len(os.sched_getaffinity(0))
+    holders = [claim(30) for _ in range(groups)]
+    held = [h.stdout.readline().strip() for h in holders]
+    waiting = claim(30, engines=groups)
+    time.sleep(1)
+    holders[0].kill()
+    holders[0].wait()
+    assert waiting.stdout.readline().strip() == held[0]
+    assert claim(0, engines=groups + 1).communicate()[0].strip() == "None"  # more engines than groups: no wait
+    for h in holders + [waiting]:
+        h.kill()
+        h.wait()
