@@ -66,7 +66,10 @@ class JobTally:
         gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
         videos_run = len(self.videos_written)  # an interrupted job ran fewer than it set out to
         engine_stats = dict(engine_stats)
-        stages = stage_breakdown(self.clock.seconds, engine_stats.pop("engine_stages_s", None) or {}, gen_wall)
+        engine_stages = engine_stats.pop("engine_stages_s", None)
+        # None where no engine ran in this process (runner=ray: the engines are actors elsewhere, and a
+        # breakdown without engine steps would report the engine idle all the time)
+        stages = stage_breakdown(self.clock.seconds, engine_stages, gen_wall) if engine_stages is not None else None
         return {
             "model": job.model.name, "engine": job.engine, "gpu": job.gpu.get("name"),
             "tasks": list(job.tasks), "output": str(job.output),
@@ -80,7 +83,7 @@ class JobTally:
             "decode_s_total": round(self.decode_s, 2),
             "stages_s": stages,
             "engine_idle_fraction": (round(max(0.0, 1 - stages["engine_step"] / gen_wall), 4)
-                                     if gen_wall > 0 and self.generation_started is not None else None),
+                                     if stages and gen_wall > 0 and self.generation_started is not None else None),
             "input_dir": str(job.input_dir),
             "stopped": self.stopped, "stop_reason": self.stop_reason,
             "records_left_undone": self.requests_todo - self.requests_ok - self.requests_error,
