@@ -323,7 +323,7 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
         "frame_indices": r.context.get("indices"),
         "frame_times": r.context.get("times"),  # seconds from the first frame, of the frames used
-        "seek": r.context.get("seek"),  # "keyframe" or "exact" (video.seek)
+        "seek": r.context.get("seek"),  # "keyframe", "nearby" or "exact" (video_io/decode.py)
         "decoder": r.context.get("backend"),
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason,

@@ -3,7 +3,7 @@
     python scripts/eval_toy.py                       # 200 held-out clips, ~2 min on 2 cores
     python scripts/eval_toy.py --n 60 --engine hf    # quicker, on the transformers engine
 
-Runs the real caption job (crawl, decord decoding in worker processes, prompt, engine, JSONL
+Runs the real caption job (crawl, decoding in worker processes with video.seek=--seek, prompt, engine, JSONL
 records) three times: on the frames as they are, on only the first frame repeated, and on the
 frames in reverse order. It then counts from the captions how often each attribute is named
 right (direction: also how often the *opposite* direction is named) and scores the captions
@@ -72,6 +72,8 @@ def main() -> int:
     ap.add_argument("--engine", default="vllm", choices=("vllm", "hf"))
     ap.add_argument("--data", type=Path, default=REPO_ROOT / "data" / "heldout")
     ap.add_argument("--model-path", default=None, help="another checkpoint folder (default: the preset's)")
+    ap.add_argument("--seek", default="auto", choices=("auto", "keyframe", "exact"),
+                    help="video.seek: which frame of each sampling segment (video_io/decode.py)")
     ap.add_argument("--json", type=Path, default=None, help="also save the table as JSON")
     args = ap.parse_args()
 
@@ -81,7 +83,8 @@ def main() -> int:
         (folder / "clips" / "references.jsonl").rename(folder / "references.jsonl")
     references = {json.loads(l)["video"]: json.loads(l) for l in open(folder / "references.jsonl", encoding="utf-8")}
 
-    base = [f"input_dir={folder / 'clips'}", f"engine={args.engine}", "progress=false", "resume=false"]
+    base = [f"input_dir={folder / 'clips'}", f"engine={args.engine}", "progress=false", "resume=false",
+            f"video.seek={args.seek}", "overwrite=true"]  # its own outputs: a rerun starts afresh
     if args.model_path:
         base.append(f"model.path={args.model_path}")
     job = load_planned_job(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
@@ -89,7 +92,7 @@ def main() -> int:
     rows = {}
     try:
         for ablation in ABLATIONS:
-            out = folder / f"captions-{args.engine}-{ablation}.jsonl"
+            out = folder / f"captions-{args.engine}-{args.seek}-{ablation}.jsonl"
             run_job(_compose(base + [f"output={out}", f"video.ablation={ablation}"]), engine=engine)
             rows[ablation] = score(out, references)
     finally:

@@ -12,11 +12,15 @@ FFmpeg filter graph, PyAV per frame), so a 4K clip never has a stack of full-siz
 memory. The size keeps the clip's aspect ratio (video_io/sizing.py) unless an exact width and
 height are asked for. Every Clip that leaves this module has checked metadata (Clip.__post_init__).
 
-Seek modes (DecodeSpec.seek): "exact" decodes the frame nearest each sampled time, starting from
-the keyframe before it; "keyframe" takes the keyframe nearest each sampled time instead (one
-frame decoded per sample, nothing else); "auto" takes keyframes when each sampled time's nearest
-keyframe is within KEYFRAME_OFFSET_SHARE (half) of the spacing between sampled times and distinct
-from the others' (a 2-s GOP with 8 samples over 20 s), exact frames otherwise.
+Seek modes (DecodeSpec.seek): "exact" decodes the frame nearest each sampled time (the centre of
+its segment: video_io/sampling.py cuts the clip in equal time segments, one frame each), starting
+from the keyframe before it; "keyframe" takes the keyframe nearest each sampled time instead (one
+frame decoded per sample, nothing else); "auto" (the default) takes from each segment the frame
+cheapest to decode: the segment's keyframe nearest the sampled time when it has one, else the
+segment's first frame (decoded from the keyframe before it up to the segment, not to its centre).
+Every frame then stays in its own segment, in order, at most half a segment from the exact sample;
+a record's `seek` says "keyframe" (all were keyframes), "nearby" (some were not) or "exact"
+(a segment held no frame of its own: more samples than frames).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from video_io.pyav_frames import decode_sampled, packet_index
-from video_io.sampling import TIE_S, SamplingSpec, sample_indices
+from video_io.sampling import TIE_S, SamplingSpec, sample_indices, segment_edges
 from video_io.sizing import fit_size
 from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, library_reason,
                              no_video_reason, open_source, probe)
@@ -38,10 +42,6 @@ __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
 
 BACKENDS = ("decord", "pyav", "auto")
 SEEK_MODES = ("auto", "keyframe", "exact")
-# seek=auto takes keyframes when every sampled time's nearest keyframe lies within this share of the
-# spacing between sampled times and no two samples share a keyframe: the frames then still cover the
-# clip in order, each in its own segment.
-KEYFRAME_OFFSET_SHARE = 0.5
 # Codecs decord (decord2 3.4) seeks exactly in. Measured here: HEVC and MPEG-4 Part 2 with
 # B-frames returned neighbouring frames (index 251 gave 252, 299 gave 252); video_io/thumbnails.py
 # sends those to PyAV.
@@ -66,7 +66,7 @@ class Clip:
     decode_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)  # start of each sampled frame, s from the first frame
-    seek: str = "exact"  # how the frames were found: "exact" or "keyframe" (DecodeSpec.seek)
+    seek: str = "exact"  # how the frames were found: "exact", "keyframe" or "nearby" (module docstring)
     # PyAV only: frames the decoder output, frames output more than once, frames converted to RGB
     decode_stats: dict = field(default_factory=dict)
 
@@ -155,21 +155,54 @@ def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[
     if spec.seek == "exact" or not key_indices or len(times) < 2:
         return exact, "exact", None
     keys = np.asarray(sorted(key_indices))
-    key_times = times[keys]
     spacing = span / max(1, len(exact))
-    targets = times[exact]
-    right = np.clip(np.searchsorted(key_times, targets), 1, max(1, len(keys) - 1))
-    left = right - 1
-    if len(keys) == 1:
-        picked = [int(keys[0])] * len(exact)
+    if spec.seek == "auto":
+        picked = _in_segments(times, keys, exact, segment_edges(times, span, spec.sampling))
+        if picked is None:
+            return exact, "exact", None
     else:
-        nearer_left = targets - key_times[left] <= key_times[right] - targets + TIE_S  # ties: earlier
-        picked = [int(i) for i in np.where(nearer_left, keys[left], keys[right])]
-    off = float(np.max(np.abs(times[picked] - targets)))
-    if spec.seek == "auto" and (off > KEYFRAME_OFFSET_SHARE * spacing or len(set(picked)) < len(picked)):
-        return exact, "exact", None
-    return picked, "keyframe", (f"keyframe seek: the nearest keyframe to each sampled time (at most {off:.3f} s "
-                                f"from it; samples {spacing:.3f} s apart)")
+        picked = _nearest_keyframes(times, keys, exact)
+    off = float(np.max(np.abs(times[picked] - times[exact])))
+    key_set = set(keys.tolist())
+    if set(picked) <= key_set:
+        return picked, "keyframe", (f"keyframe seek: the nearest keyframe to each sampled time (at most "
+                                    f"{off:.3f} s from it; samples {spacing:.3f} s apart)")
+    found = sum(i in key_set for i in picked)
+    return picked, "nearby", (f"nearby seek: {found} of {len(picked)} frames are keyframes, the others the "
+                              f"first frame of their segment (at most {off:.3f} s from the exact sample; "
+                              f"samples {spacing:.3f} s apart)")
+
+
+def _nearest_keyframes(times: np.ndarray, keys: np.ndarray, exact: list[int]) -> list[int]:
+    """The keyframe nearest each exact sample (ties: the earlier)."""
+    if len(keys) == 1:
+        return [int(keys[0])] * len(exact)
+    key_times, targets = times[keys], times[exact]
+    right = np.clip(np.searchsorted(key_times, targets), 1, len(keys) - 1)
+    left = right - 1
+    nearer_left = targets - key_times[left] <= key_times[right] - targets + TIE_S
+    return [int(i) for i in np.where(nearer_left, keys[left], keys[right])]
+
+
+def _in_segments(times: np.ndarray, keys: np.ndarray, exact: list[int], edges: np.ndarray) -> list[int] | None:
+    """seek=auto: one frame from each sampling segment (the exact sample is its centre), the cheapest to
+    decode: the keyframe of the segment nearest the exact sample (one packet), else the segment's first
+    frame (decoded from the keyframe before it, up to the segment only). None when a segment holds no
+    frame of its own (more samples than frames): the exact frames are the only choice then."""
+    picked: list[int] = []
+    for segment, target in enumerate(exact):
+        first = int(np.searchsorted(times, edges[segment] - TIE_S))
+        end = int(np.searchsorted(times, edges[segment + 1] - TIE_S))  # the next segment's first frame
+        inside = keys[(keys >= first) & (keys < end)]
+        if len(inside):
+            off = np.abs(times[inside] - times[target])
+            choice = int(inside[np.argmax(off <= off.min() + TIE_S)])  # ties: the earlier
+        else:
+            choice = first
+        if first >= end or (picked and choice <= picked[-1]):
+            return None
+        picked.append(choice)
+    return picked
 
 
 @dataclass

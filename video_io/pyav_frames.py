@@ -109,16 +109,18 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
     with av.open(uri, metadata_errors="replace") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        # keyframe mode: a decoder holds each frame back until it has decoded the frames that may come
-        # before it on screen (B-frame reordering, frame threads); with every other frame skipped those
-        # are the next keyframes, a GOP or two of packets later. So once the wanted keyframe's packet
-        # is in, the decoder is drained at once, and the seek to the next target resets it.
-        drain = seek and mode == "keyframe"
+        # A decoder holds each frame back until it has decoded the frames that may come before it on
+        # screen (B-frame reordering, frame threads): for a wanted keyframe, the next keyframes (keyframe
+        # mode skips every other frame) or the rest of its GOP. So when a wanted keyframe is the last
+        # frame wanted before the next GOP, the decoder is drained once its packet is in, and the seek
+        # to the next target resets it.
         drained = False
-        for target in wanted:
+        for n, target in enumerate(wanted):
             if target in images or (last is not None and last > target):
                 continue  # already decoded, or passed (damaged): nothing better to find
             key = keys[bisect.bisect_right(keys, target) - 1] if seek and keys and keys[0] <= target else None
+            after = wanted[n + 1] if n + 1 < len(wanted) else None
+            drain = key == target and (after is None or keys[bisect.bisect_right(keys, after) - 1] > target)
             if key is not None and (last is None or key > last or drained):
                 container.seek(key, stream=stream, backward=True)
                 drained = False

@@ -46,6 +46,22 @@ def _nearest(timestamps: np.ndarray, targets: np.ndarray) -> list[int]:
     return [int(i) for i in pick]
 
 
+def _segments(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> tuple[float, float, int]:
+    """(start, width, count): the clip cut into `count` equal time segments, one sampled frame each."""
+    duration = max(float(duration), float(timestamps[-1]))
+    if spec.mode == "uniform":
+        count = spec.num_frames
+    else:
+        count = int(np.clip(np.floor(duration * spec.fps), spec.min_frames, spec.max_frames))
+    return float(timestamps[0]), (duration - float(timestamps[0])) / count, count
+
+
+def segment_edges(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> np.ndarray:
+    """The count + 1 edges (seconds) of the segments sample_indices takes one frame from (its centre)."""
+    start, width, count = _segments(np.asarray(timestamps, dtype=np.float64), duration, spec)
+    return start + np.arange(count + 1) * width
+
+
 def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> list[int]:
     """Frame indices to decode, given each frame's start time (seconds, ascending)."""
     n = len(timestamps)
@@ -54,11 +70,6 @@ def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec) 
     if n == 1:
         return [0] * (spec.num_frames if spec.mode == "uniform" else spec.min_frames)
     timestamps = np.asarray(timestamps, dtype=np.float64)
-    duration = max(float(duration), float(timestamps[-1]))
-    if spec.mode == "uniform":
-        count = spec.num_frames
-    else:
-        count = int(np.clip(np.floor(duration * spec.fps), spec.min_frames, spec.max_frames))
-    # centres of `count` equal time segments: symmetric, never both ends of the clip
-    targets = timestamps[0] + (np.arange(count) + 0.5) * (duration - timestamps[0]) / count
-    return _nearest(timestamps, targets)
+    start, width, count = _segments(timestamps, duration, spec)
+    # centres of the segments: symmetric, never both ends of the clip
+    return _nearest(timestamps, start + (np.arange(count) + 0.5) * width)

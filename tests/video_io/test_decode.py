@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -14,10 +15,14 @@ from video_io.sampling import SamplingSpec
 
 @pytest.mark.parametrize("backend", ["decord", "pyav"])
 def test_both_decoders_decode_sampled_resized_frames(synth_dir, backend):
-    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), DecodeSpec(width=56, height=56, backend=backend))
+    spec = DecodeSpec(width=56, height=56, backend=backend, seek="exact")
+    clip = decode_clip(str(synth_dir / "clip_00000.mp4"), spec)
     assert clip.backend == backend
     assert clip.frames.shape == (8, 56, 56, 3) and clip.frames.dtype == np.uint8
-    assert clip.indices == [2, 6, 10, 14, 18, 22, 26, 30]
+    assert clip.indices == [2, 6, 10, 14, 18, 22, 26, 30]  # the centres of 8 segments of 4 frames
+    # the default (seek=auto): the clip's one keyframe (0) in the first segment, the others' first frames
+    fast = decode_clip(str(synth_dir / "clip_00000.mp4"), dataclasses.replace(spec, seek="auto"))
+    assert fast.indices == [0, 4, 8, 12, 16, 20, 24, 28] and fast.seek == "nearby"
     assert clip.total_frames == 32 and clip.source_fps == 8.0 and clip.duration == pytest.approx(4.0)
     meta = clip.metadata()
     assert meta["frames_indices"] == clip.indices and meta["do_sample_frames"] is False

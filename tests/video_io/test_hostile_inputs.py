@@ -241,9 +241,12 @@ def test_variable_frame_rate_is_sampled_uniformly_in_time(tmp_path, backend):
     # 4 s at 5 fps, then 2 s at 50 fps: index-uniform sampling would spend most picks on the end
     times = [0.2 * i for i in range(20)] + [4 + 0.02 * i for i in range(100)]
     write_clip(tmp_path / "vfr.mp4", len(times), times=times)
-    clip = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend))
+    clip = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend, seek="exact"))
     assert [read_code(f) for f in clip.frames] == clip.indices
     assert clip.indices == sample_indices(np.array(times), 6.0, SamplingSpec())
+    # seek=auto: one frame in each 0.75-s segment of time (not of frame count)
+    fast = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend))
+    assert all(0.75 * k <= times[i] < 0.75 * (k + 1) for k, i in enumerate(fast.indices)), fast.indices
     targets = (np.arange(8) + 0.5) * 6.0 / 8
     picked = np.array(times)[clip.indices]
     assert np.all(np.abs(picked - targets) <= 0.1 + 1e-9), picked  # within half the local step

@@ -110,15 +110,27 @@ def test_keyframe_mode_returns_the_nearest_keyframes_and_their_times(tmp_path, b
     assert exact.times == pytest.approx([i / 25 for i in exact.indices], abs=1e-3)
 
 
-@pytest.mark.parametrize("backend", ["decord", "pyav"])
-def test_auto_takes_keyframes_only_when_the_gop_is_short(tmp_path, backend):
-    short = str(_coded_clip(tmp_path, "libx264", gop=10))  # within 0.2 s <= half of the 1.2 s spacing
-    long = str(_coded_clip(tmp_path, "libx264", gop=100))  # 1.8 s from 4.0 s keyframes > 0.6 s
+@pytest.mark.parametrize("backend, codec", [("decord", "libx264"), ("pyav", "libx264"), ("pyav", "libx265")])
+def test_auto_takes_from_each_segment_its_keyframe_or_its_first_frame(tmp_path, backend, codec):
+    """240 frames at 25 fps, 8 samples: segments of 30 frames, exact samples at their centres (15, 45, ...)."""
+    short = str(_coded_clip(tmp_path, codec, gop=10))  # 3 keyframes in every segment
     got = decode_clip(short, _spec(backend, "auto"))
-    assert got.seek == "keyframe" and all(i % 10 == 0 for i in got.indices)
+    # the keyframe nearest each centre (165 is as near 160 as 170: the earlier)
+    assert got.seek == "keyframe" and got.indices == [10, 40, 70, 100, 130, 160, 190, 220]
     assert [read_code(f) for f in got.frames] == got.indices
     assert any("keyframe seek" in n for n in got.notes)
-    assert decode_clip(long, _spec(backend, "auto")).seek == "exact"
+
+    long = str(_coded_clip(tmp_path, codec, gop=100))  # keyframes 0, 100, 200: 5 segments have none
+    got = decode_clip(long, _spec(backend, "auto"))
+    exact = decode_clip(long, _spec(backend, "exact"))
+    assert got.seek == "nearby" and got.indices == [0, 30, 60, 100, 120, 150, 200, 210]
+    assert [read_code(f) for f in got.frames] == got.indices  # the frames are the ones named
+    assert got.times == pytest.approx([i / 25 for i in got.indices], abs=1e-3)
+    assert all(30 * k <= i < 30 * (k + 1) for k, i in enumerate(got.indices))  # each in its own segment
+    assert any("nearby seek: 3 of 8 frames are keyframes" in n for n in got.notes)
+    if backend == "pyav":  # decoded up to each segment's start, not to its centre
+        assert got.decode_stats["decoded"] < exact.decode_stats["decoded"]
+        assert got.decode_stats["repeated"] == 0 and got.decode_stats["converted"] == 8
 
 
 @pytest.mark.parametrize("codec", ["libx264", "libx265"])
