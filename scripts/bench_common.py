@@ -83,10 +83,15 @@ def measure_bandwidth_gbs(mib: int = 512, repeats: int = 5) -> float:
     return 2 * src.nbytes / best / 1e9
 
 
-def decoder_bytes(model_path: str) -> dict:
+# bytes per element: safetensors' names and torch's
+WIDTH = {"F32": 4, "BF16": 2, "F16": 2, "float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def decoder_bytes(model_path: str, compute_dtype: str | None = None) -> dict:
     """What one decode step must read, from the checkpoint itself: the language model's weights (every
     safetensors tensor but the vision tower's; the input embedding is a lookup, counted whole, an
-    overestimate of a few percent) and the KV cache bytes per token of context."""
+    overestimate of a few percent) and the KV cache bytes per token of context. `compute_dtype`: the
+    dtype the engine loads them in, where it differs from the checkpoint's."""
     weights = 0
     for file in Path(model_path).glob("*.safetensors"):
         with open(file, "rb") as f:
@@ -94,11 +99,12 @@ def decoder_bytes(model_path: str) -> dict:
         for name, info in header.items():
             if name != "__metadata__" and "visual" not in name:
                 start, end = info["data_offsets"]
-                weights += end - start
+                stored = WIDTH.get(info["dtype"], 4)  # the engine holds them converted to compute_dtype
+                weights += (end - start) // stored * WIDTH.get(compute_dtype or "", stored)
     config = json.loads((Path(model_path) / "config.json").read_text())
     text = config.get("text_config", config)
-    dtype = str(text.get("dtype") or config.get("dtype") or text.get("torch_dtype") or "float32")
-    width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype, 4)
+    dtype = compute_dtype or str(text.get("dtype") or config.get("dtype") or text.get("torch_dtype") or "float32")
+    width = WIDTH.get(dtype, 4)
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
     kv_per_token = 2 * text["num_hidden_layers"] * text["num_key_value_heads"] * head_dim * width
     return {"weight_bytes": weights, "kv_bytes_per_token": kv_per_token}

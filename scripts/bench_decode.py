@@ -67,7 +67,7 @@ def ffmpeg_seconds(path: Path, keyframes_only: bool, repeat: int) -> float | Non
         started = time.perf_counter()
         subprocess.run(cmd, check=True)
         best = min(best, time.perf_counter() - started)
-    return best
+    return round(best, 3)
 
 
 def best_of(repeat: int, run) -> float:

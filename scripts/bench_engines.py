@@ -3,6 +3,7 @@
     python scripts/bench_engines.py --model bench       # random-weight Qwen2.5-VL, ~157M parameters
     python scripts/bench_engines.py --model embedded    # the 2.2M-parameter model in assets/ (all overhead)
     python scripts/bench_engines.py --model bench --n 96 --hf-batch 8 16 32 --max-num-seqs 16 32 64
+    python scripts/bench_engines.py --model bench --dtype bfloat16  # both engines in bf16 (AVX512-BF16 CPUs)
 
 Every row is the real `caption` job in a fresh process (decoding in worker processes included) on
 the same synthetic clips. Output lengths are forced per request (`benchmark.output_tokens`: a
@@ -158,6 +159,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="compute threads for both engines (OMP_NUM_THREADS, vLLM binding off); default: the tier's "
                          "(vLLM binds every CPU). On a machine shared with other work, 1 avoids OpenMP barrier waits")
+    ap.add_argument("--dtype", default=None, choices=("float32", "bfloat16"),
+                    help="compute dtype for both engines (gpu.dtype); default: the tier's (float32 on gpu=cpu). "
+                         "bfloat16 pays only on CPUs with AVX512-BF16 or AMX (grep avx512_bf16 /proc/cpuinfo)")
     args = ap.parse_args()
 
     out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}"
@@ -166,9 +170,9 @@ def main() -> int:
         generate_dataset(clips, args.n, SEED)
     lengths = (f"{{median:{args.median},sigma:{args.sigma},min:{args.min_tokens},max:{args.max_tokens},seed:0}}")
     common = [*model_overrides(args.model), f"sampling.max_new_tokens={args.max_tokens}",
-              f"benchmark.output_tokens={lengths}"]
+              f"benchmark.output_tokens={lengths}", *([f"gpu.dtype={args.dtype}"] if args.dtype else [])]
     bandwidth = measure_bandwidth_gbs()
-    model = decoder_bytes(str(BENCH_MODEL_DIR if args.model == "bench" else EMBEDDED_MODEL_DIR))
+    model = decoder_bytes(str(BENCH_MODEL_DIR if args.model == "bench" else EMBEDDED_MODEL_DIR), args.dtype)
 
     rows = []
     for engine, sizes, key in (("hf", args.hf_batch, "engine.batch_size"), ("vllm", args.max_num_seqs, "gpu.max_num_seqs")):
@@ -186,18 +190,18 @@ def main() -> int:
 
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
              f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu=cpu"
-             + (f", {args.threads} thread(s)" if args.threads else ""))
+             + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else ""))
     print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (numpy copy); "
           f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
     print_table(rows, hf_best, args.latency_target_s)
     print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
-    result = {"model": args.model, "clips": args.n, "threads": args.threads, "bandwidth_gbs": round(bandwidth, 2), **model,
+    result = {"model": args.model, "clips": args.n, "threads": args.threads, "dtype": args.dtype, "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(rows, out / "throughput.png", title)
     print(f"\nwrote {out / 'results.json'} and {out / 'throughput.png'}")
-    print(json.dumps({"model": args.model, "clips": args.n, "vllm_videos_per_s": vllm_best["videos_per_s"],
+    print(json.dumps({"model": args.model, "clips": args.n, "dtype": args.dtype, "vllm_videos_per_s": vllm_best["videos_per_s"],
                       "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
                       "hf_best_setting": hf_best["setting"],
                       "ratio": round(vllm_best["videos_per_s"] / hf_best["videos_per_s"], 3),
