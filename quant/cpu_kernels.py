@@ -38,6 +38,17 @@ def kernel_library() -> Path | None:
     return found[0] if found else None
 
 
+def has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16; every AMX CPU has it too): the
+    question torch answers for vLLM's choice of `_C` above. Elsewhere bf16 matmuls are emulated, slower
+    than float32. Non-x86 CPUs answer False here: float32, the safe choice."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    import torch.cpu
+
+    return bool(torch.cpu._is_avx512_bf16_supported())
+
+
 @lru_cache(maxsize=None)
 def has_w4a16() -> bool:
     """Whether vLLM's CPU build here has the W4A16 kernel (GPTQ / AWQ checkpoints)."""
@@ -50,4 +61,5 @@ def has_w4a16() -> bool:
 
 def describe() -> str:
     library = kernel_library()
-    return f"{library.name if library else 'no vLLM kernel library'}, W4A16 {'yes' if has_w4a16() else 'no'}"
+    return (f"{library.name if library else 'no vLLM kernel library'}, W4A16 {'yes' if has_w4a16() else 'no'}, "
+            f"bf16 {'yes' if has_native_bf16() else 'no'}")

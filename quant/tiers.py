@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quant.cpu_kernels import has_native_bf16
 from quant.errors import PlanError
 from quant.memory import GB, GIB
 
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
+CPU_DTYPES = (*DTYPES, "auto")  # auto: the model's bfloat16 where the CPU computes it natively, else float32
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 TIER_KEYS = ("name", "device", "vram_gb", "vram_gib", "compute_capability", "supports_bf16", "dtype", "enforce_eager",
              "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enable_chunked_prefill",
@@ -72,8 +74,9 @@ class Tier:
         if device not in DEVICES:
             raise PlanError(f"`gpu.device={device}` is not valid; choose one of: {', '.join(DEVICES)}")
         dtype = str(need("dtype"))
-        if dtype not in DTYPES:
-            raise PlanError(f"`gpu.dtype={dtype}` is not valid; choose one of: {', '.join(DTYPES)}")
+        allowed = CPU_DTYPES if device == "cpu" else DTYPES
+        if dtype not in allowed:
+            raise PlanError(f"`gpu.dtype={dtype}` is not valid on tier {name}; choose one of: {', '.join(allowed)}")
         vram_gb = float(need("vram_gb"))
         if device == "cuda" and vram_gb <= 0:
             raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
@@ -84,9 +87,9 @@ class Tier:
             raise PlanError(f"`gpu.gpu_memory_utilization` must be in (0, 1] on a cuda tier ({name}), got {util}")
         cc = cfg.get("compute_capability")
         bf16 = cfg.get("supports_bf16")
-        if bf16 is None:  # bf16 tensor cores arrived with Ampere (sm80); CPUs here have AVX-512 bf16 / AMX
-            bf16 = device == "cpu" or (cc is not None and float(cc) >= 8.0)
-        if dtype == "bfloat16" and not bf16:
+        if bf16 is None:  # bf16 tensor cores arrived with Ampere (sm80); a CPU: this one's flags
+            bf16 = has_native_bf16() if device == "cpu" else cc is not None and float(cc) >= 8.0
+        if dtype == "bfloat16" and not bf16 and device == "cuda":  # a CPU emulates it (the plan warns)
             raise PlanError(f"`gpu.dtype=bfloat16` but tier {name} has no bf16 (compute capability {cc}): "
                             "set `gpu.dtype=float16`")
         for key in ("max_num_seqs", "max_num_batched_tokens"):

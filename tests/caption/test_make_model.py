@@ -104,6 +104,18 @@ def test_bfloat16_checkpoint_holds_bfloat16(tmp_path):
     with safe_open(str(Path(made["out"]) / "model.safetensors"), "pt") as f:
         assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} == {"BF16"}
     assert made["weight_bytes"] < made["parameters"] * 2 + (1 << 20)
+    # the cpu tier (gpu.dtype=auto) runs it in bf16 where this CPU has bf16 arithmetic, else in float32
+    from hydra import compose, initialize_config_dir
+
+    from caption.planning import load_planned_job
+    from quant.cpu_kernels import has_native_bf16
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra.searchpath=[file://{made['out']}/vidcap_preset]",
+                                                       "model=random_qwen3_vl_tiny", "plan_only=true"])
+    plan = load_planned_job(cfg).plan
+    assert plan.dtype == ("bfloat16" if has_native_bf16() else "float32")
+    assert any("no AVX512-BF16" in w for w in plan.warnings) != has_native_bf16()
 
 
 # The preset's arch numbers, as each family's config.json spells them.

@@ -63,9 +63,13 @@ def test_refuses_when_weights_alone_exceed_the_gpu():
 
 
 def test_cpu_tier_checks_weights_against_host_ram_when_given():
-    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(load("gpu", "cpu"), ram_gib=16), load("quant", "auto"), "vllm",
-                     {"frames": 16, "width": 448, "height": 448})
+    clip = {"frames": 16, "width": 448, "height": 448}
+    no_bf16 = dict(load("gpu", "cpu"), ram_gib=16, supports_bf16=False)
+    plan = make_plan(load_model("qwen2_5_vl_7b"), no_bf16, load("quant", "auto"), "vllm", clip)
     assert not plan.fits and "gpu.ram_gib=16" in plan.reasons[0]      # 30.9 GiB of fp32 weights
+    # a CPU with bf16 arithmetic keeps the checkpoint's bf16 (gpu.dtype=auto): half the weights, it fits
+    plan = make_plan(load_model("qwen2_5_vl_7b"), dict(no_bf16, supports_bf16=True), load("quant", "auto"), "vllm", clip)
+    assert plan.fits and plan.dtype == "bfloat16"
     from quant.cpu_kernels import has_w4a16
 
     if has_w4a16():  # 4-bit weights fit in 16 GiB of RAM

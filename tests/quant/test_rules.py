@@ -104,9 +104,35 @@ def test_dtype_follows_the_tier_and_the_kernels():
     dtype, notes = plan_dtype(base, tier("t4"), none, "hf")
     assert dtype == "float16" and "bfloat16" in notes[0]                   # T4 has no bf16
     assert plan_dtype(base, tier("h100"), none, "vllm") == ("bfloat16", [])
-    cpu_awq = resolve_quant(load("quant", "auto"), awq, tier("cpu"), "vllm")
-    dtype, notes = plan_dtype(awq, tier("cpu"), cpu_awq, "vllm")
+    avx512_bf16 = tier("cpu", supports_bf16=True)
+    cpu_awq = resolve_quant(load("quant", "auto"), awq, avx512_bf16, "vllm")
+    dtype, notes = plan_dtype(awq, avx512_bf16, cpu_awq, "vllm")
     assert dtype == "bfloat16" and "16-bit activations" in notes[0]        # vLLM AWQ: no float32
+
+
+def test_cpu_dtype_auto_runs_a_bf16_checkpoint_in_bf16_only_where_the_cpu_has_bf16():
+    real, embedded = load_model("qwen2_5_vl_7b"), load_model("vidcap_ko_tiny")  # stored bf16 / float32
+    with_bf16, without = tier("cpu", supports_bf16=True), tier("cpu", supports_bf16=False)
+    assert with_bf16.dtype == "auto"  # the tier's default
+    none = resolve_quant(load("quant", "none"), real, with_bf16, "vllm")
+    assert plan_dtype(real, with_bf16, none, "vllm") == ("bfloat16", [])
+    dtype, notes = plan_dtype(real, without, none, "hf")
+    assert dtype == "float32" and "no AVX512-BF16" in notes[0] and "twice" in notes[0]
+    for cpu in (with_bf16, without):  # a float32 checkpoint stays float32, silently
+        assert plan_dtype(embedded, cpu, none, "vllm") == ("float32", [])
+    # asked for explicitly, bf16 runs either way; without the instructions the plan says it is emulated
+    assert plan_dtype(embedded, tier("cpu", supports_bf16=True, dtype="bfloat16"), none, "vllm") == ("bfloat16", [])
+    dtype, notes = plan_dtype(embedded, tier("cpu", supports_bf16=False, dtype="bfloat16"), none, "vllm")
+    assert dtype == "bfloat16" and "emulated" in notes[0]
+    assert plan_dtype(real, tier("cpu", dtype="float32"), none, "vllm") == ("float32", [])
+
+
+def test_the_cpu_tier_reads_bf16_from_this_cpu_and_auto_is_for_cpus_only():
+    import torch
+
+    assert tier("cpu").supports_bf16 == torch.cpu._is_avx512_bf16_supported()  # False under force-avx2
+    with pytest.raises(PlanError, match="`gpu.dtype=auto` is not valid on tier h100"):
+        tier("h100", dtype="auto")
 
 
 def test_bad_settings_name_their_keys():
