@@ -25,9 +25,11 @@ import fcntl
 import json
 import os
 import pickle
+import shutil
 import socket
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -35,8 +37,8 @@ import numpy as np
 
 from caption.config import JobConfig
 
-CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # one lock file per core group of a machine
-CORE_WAIT_S = 60.0  # how long a new engine actor waits for a finished pass's actor to free its cores
+CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>/pass<n>: one lock file per core group
+CORE_WAIT_S = 60.0  # how long a restarted engine actor waits for the dead one's cores to come free
 
 
 class RayRunner:
@@ -47,6 +49,7 @@ class RayRunner:
         self.passes = 0
         self.seen: set[str] = set()  # the engine actors that sent records: host, pid, cores
         self.lost = 0
+        self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (_claim_cores)
 
     def start(self) -> None:
         import ray
@@ -112,7 +115,8 @@ class RayRunner:
         gpus = job.plan.tensor_parallel_size if job.gpu.get("device") == "cuda" else 0
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
-            _CaptionActor, fn_constructor_kwargs={"job": job, "engines": self.actors}, batch_size=batch, concurrency=self.actors,
+            _CaptionActor, batch_size=batch, concurrency=self.actors,
+            fn_constructor_kwargs={"job": job, "engines": self.actors, "core_scope": f"{self.run_id}/pass{self.passes}"},
             num_cpus=s.engine_cpus, num_gpus=gpus or None,
             # restart a dead actor (a new engine) for the batches to come; the batch it held fails
             # at once and runs again in the next pass, so retries are counted in one place
@@ -123,6 +127,7 @@ class RayRunner:
                 "ray_passes": self.passes, "clips_lost": self.lost}
 
     def close(self) -> None:
+        shutil.rmtree(CORE_LOCKS / self.run_id, ignore_errors=True)  # this machine's; other nodes keep empty files
         if self.started_ray:
             import ray
 
@@ -170,10 +175,10 @@ class _CaptionActor:
     actors on two cores spun in OpenMP barriers (minutes inside cpu_attention_with_kv_cache, no record;
     seen under the suite and with vLLM's AVX2 kernels)."""
 
-    def __init__(self, job: JobConfig, engines: int):
+    def __init__(self, job: JobConfig, engines: int, core_scope: str):
         from caption.admission import PositionLimits
 
-        self.cores, self._lock = _claim_cores(job, engines)
+        self.cores, self._lock = _claim_cores(job, engines, core_scope)
         if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
             env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
@@ -208,26 +213,32 @@ class _CaptionActor:
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
 
 
-def _claim_cores(job: JobConfig, engines: int = 0, wait_s: float = CORE_WAIT_S):
+def _claim_cores(job: JobConfig, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):
     """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
-    (runner.engine_cpus of them) no other engine actor holds, with a lock file the OS releases when this
-    process dies, so a restarted actor gets the cores back. (cores, lock) or (None, None).
+    (runner.engine_cpus of them) no other engine actor of this `scope` (a run's pass) holds, with a lock
+    file the OS releases when this process dies, so a restarted actor gets the cores back.
+    (cores, lock) or (None, None).
 
-    When the job's `engines` fit the machine's groups, a group still held is waited for (up to wait_s):
-    the actors of a finished pass are released by reference counting, after the next pass's actors have
-    started, and an actor that gave up at once ran unbound beside them (two OpenMP teams spinning on the
-    same cores)."""
+    Each pass claims apart: a finished pass's actors never get another batch, but Ray reaps them only
+    when their handles are dropped (one held its cores over a minute past its pass in a CI run), and a new
+    pass's actor that waited for them gave up and ran unbound. An idle actor's OpenMP team does not
+    compete for the cores it was bound to.
+    Within a pass, when the job's `engines` fit the machine's groups, a group still held is waited for
+    (up to wait_s): a killed actor's restart may start before the dead process's lock is gone, and an
+    actor that gave up at once ran unbound beside the others (two OpenMP teams spinning on the same
+    cores)."""
     env = job.plan.engine_env
     if job.gpu.get("device") != "cpu" or str(env.get("VLLM_CPU_OMP_THREADS_BIND")) != "all":
         return None, None
     cores = sorted(os.sched_getaffinity(0))
     size = max(1, min(len(cores), int(job.runner.engine_cpus)))
     groups = [cores[start:start + size] for start in range(0, len(cores) - size + 1, size)]
-    CORE_LOCKS.mkdir(parents=True, exist_ok=True)
+    folder = CORE_LOCKS / scope
+    folder.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + (wait_s if 0 < engines <= len(groups) else 0)
     while True:
         for group in groups:
-            lock = open(CORE_LOCKS / f"cores-{group[0]}-{group[-1]}.lock", "w")
+            lock = open(folder / f"cores-{group[0]}-{group[-1]}.lock", "w")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return group, lock

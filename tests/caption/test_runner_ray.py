@@ -148,23 +148,24 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
     # the killed actor's batches came back without records and ran again in a second pass
     assert summary["clips_lost"] == 0 and summary["ray_passes"] == 2, (killed, summary)
-    # the second pass's actors waited for the first pass's to free their cores, and ran bound
+    # the second pass's actors claimed cores apart from the first pass's (not yet reaped), and ran bound
     assert all(" cores " in seen for seen in summary["actors_seen"]), summary["actors_seen"]
 
 
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
-    """_claim_cores in real processes: two claim different cores; when one dies its cores are free again."""
+    """_claim_cores in real processes: two claim different cores; when one dies its cores are free again;
+    a new pass claims apart from the last."""
     code = ("import sys, time, types; from caption.runner_ray import _claim_cores;"
             "job = types.SimpleNamespace(gpu={'device': 'cpu'},"
             " plan=types.SimpleNamespace(engine_env={'VLLM_CPU_OMP_THREADS_BIND': 'all'}),"
             " runner=types.SimpleNamespace(engine_cpus=1));"
-            "cores, lock = _claim_cores(job, int(sys.argv[2])); print(cores, flush=True);"
+            "cores, lock = _claim_cores(job, int(sys.argv[2]), sys.argv[3]); print(cores, flush=True);"
             "time.sleep(float(sys.argv[1]))")
     # a lock folder of its own (tempfile honours TMPDIR): engine actors of other tests may still hold theirs
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}
-    def claim(hold_s, engines=0):
-        return subprocess.Popen([sys.executable, "-c", code, str(hold_s), str(engines)], stdout=subprocess.PIPE,
-                                text=True, env=env)
+    def claim(hold_s, engines=0, scope="run/pass1"):
+        return subprocess.Popen([sys.executable, "-c", code, str(hold_s), str(engines), scope],
+                                stdout=subprocess.PIPE, text=True, env=env)
 
     first = claim(30)
     first_cores = first.stdout.readline().strip()
@@ -176,11 +177,14 @@ def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tm
         assert first_cores != second and "None" not in (first_cores, second)
     assert third == first_cores  # the killed process's lock went with it
 
-    # every group held: an actor of a job whose engines fit the groups waits for one to come free (a new
-    # pass's actor while the last pass's are being released) instead of running unbound
+    # every group held: an actor of a job whose engines fit the groups waits for one to come free (a
+    # killed actor's restart) instead of running unbound
     groups = len(os.sched_getaffinity(0))
     holders = [claim(30) for _ in range(groups)]
     held = [h.stdout.readline().strip() for h in holders]
+    # the next pass's actors do not wait for this pass's, idle ones Ray has not reaped yet
+    first_group = str(sorted(os.sched_getaffinity(0))[:1])
+    assert claim(0, engines=groups, scope="run/pass2").communicate(timeout=20)[0].strip() == first_group
     waiting = claim(30, engines=groups)
     time.sleep(1)
     holders[0].kill()
