@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from video_io.pyav_frames import decode_sampled, packet_index
+from video_io.pyav_frames import decode_counters, decode_sampled, packet_index
 from video_io.sampling import TIE_S, SamplingSpec, sample_indices, segment_edges
 from video_io.sizing import fit_size
 from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, library_reason,
@@ -284,7 +284,7 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     index_of = {p: i for i, p in enumerate(pts)}
     indices, seek, note = _pick(times, [index_of[k] for k in key_list if k in index_of], spec)
     wanted = sorted({pts[i] for i in indices})
-    stats = {"decoded": 0, "repeated": 0, "converted": 0}
+    stats = decode_counters()
     images, rotation, rejected = decode_sampled(source.uri, lambda turn, w, h: _coded_size(spec, turn, w, h),
                                                 wanted, key_list, seek, stats)
     notes = [note] if note else []

@@ -31,11 +31,17 @@ def packet_index(container, stream) -> tuple[list[int], list[int]]:
     return sorted(pts), sorted(keys)
 
 
+def decode_counters() -> dict:
+    """One clip's decoding counted: packets fed to the decoder (skipped ones too), frames it output,
+    frames it output again (a frame decoded twice), frames converted to RGB."""
+    return {"packets": 0, "decoded": 0, "repeated": 0, "converted": 0}
+
+
 def decode_sampled(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int], mode: str = "exact",
                    stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
     """decode_wanted with seeking, sequentially where a seek lands wrong (a damaged index, MPEG-TS);
     DecodeError when a wanted frame cannot be decoded."""
-    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
+    stats = decode_counters() if stats is None else stats
     try:
         images, rotation, rejected = decode_wanted(uri, size_for, wanted, keys, True, mode=mode, stats=stats)
         if len(images) < len(wanted):
@@ -96,13 +102,12 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
     what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
     skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
     keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
-    Packets the decoder rejects (damaged data) are skipped. `stats` counts frames the decoder
-    output, those it output again (a frame decoded twice) and those converted."""
+    Packets the decoder rejects (damaged data) are skipped. `stats`: decode_counters."""
     import av
 
     images: dict[int, np.ndarray] = {}
     rotation, size, rejected, last = None, None, 0, None
-    stats = {"decoded": 0, "repeated": 0, "converted": 0} if stats is None else stats
+    stats = decode_counters() if stats is None else stats
     wanted_set = set(wanted)
     seen: set[int] = set()
     unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
@@ -130,6 +135,7 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
                 if seek:  # frames nothing refers to are not decoded unless wanted (about half of
                     # an H.264/HEVC stream with B-frames); the decoder reads this per packet
                     stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else unwanted_skip
+                stats["packets"] += bool(packet.size)
                 try:
                     frames = packet.decode()
                     if drain and packet.pts == target:

@@ -144,7 +144,18 @@ def test_pyav_decodes_no_frame_twice_and_converts_only_kept_frames(tmp_path, cod
     assert stats["converted"] == len(set(exact.indices)) == 12
     assert stats["decoded"] <= exact.indices[-1] + 1  # never more than one pass up to the last sample
     keyed = decode_clip(path, _spec("pyav", "keyframe", frames=4))
-    assert keyed.decode_stats == {"decoded": 4, "repeated": 0, "converted": 4}  # one frame per sample
+    assert keyed.decode_stats == {"packets": 4, "decoded": 4, "repeated": 0, "converted": 4}  # one per sample
+
+
+@pytest.mark.parametrize("codec", ["libx264", "libx265"])
+def test_a_sampled_keyframe_alone_in_its_gop_costs_one_packet(tmp_path, codec):
+    """Exact samples 15, 45, ... of a clip with a keyframe every 15 frames are all keyframes, each the only
+    sample of its GOP: the decoder is drained after its packet, instead of being fed the GOP's next packets
+    until B-frame reordering lets the keyframe out (40 packets for x264, 56 for x265 here without it)."""
+    exact = decode_clip(str(_coded_clip(tmp_path, codec, gop=15)), _spec("pyav", "exact"))
+    assert exact.seek == "exact" and exact.indices == [15, 45, 75, 105, 135, 165, 195, 225]
+    assert [read_code(f) for f in exact.frames] == exact.indices
+    assert exact.decode_stats == {"packets": 8, "decoded": 8, "repeated": 0, "converted": 8}
 
 
 def test_bad_seek_mode_and_half_a_size_are_refused():

@@ -84,11 +84,11 @@ def test_thumbnails_decode_from_the_keyframe_before_each_frame_not_the_whole_cli
     """A review page of thousands of clips: the last frame of a 300-frame clip with a keyframe every 25
     costs at most a GOP of decoding, as in the job, not the 300 frames before it."""
     from tests.video_io.clipmakers import read_code, write_clip
-    from video_io.pyav_frames import frames_at
+    from video_io.pyav_frames import decode_counters, frames_at
     from video_io.source import open_source
 
     path = str(write_clip(tmp_path / "long.mp4", 300, options={"g": "25"}))
-    stats = {"decoded": 0, "repeated": 0, "converted": 0}
+    stats = decode_counters()
     with open_source(path) as source:
         frames = frames_at(source, [290, 10], stats=stats)
     assert [read_code(f) for f in frames] == [290, 10]
