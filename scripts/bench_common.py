@@ -49,38 +49,59 @@ def requests(job, decoded, tasks) -> list[Request]:
             for key, clip in decoded for task in tasks]
 
 
-BENCH_MODEL_DIR = REPO_ROOT / "data" / "models" / "qwen2_5_vl-cpu"
 EMBEDDED_MODEL_DIR = REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny"
-MODELS = ("bench", "embedded")
+# `--model`: the embedded checkpoint, or a random-weight Qwen2.5-VL of one of caption-make-model's shapes
+# (`bench` is its `cpu` shape, ~157M parameters; `3b` / `7b` take the presets' architecture, for GPU machines)
+MADE_SHAPES = {"bench": "cpu", "tiny": "tiny", "3b": "3b", "7b": "7b"}
+MODELS = ("embedded", *MADE_SHAPES)
+
+
+def model_dir(model: str) -> Path:
+    if model == "embedded":
+        return EMBEDDED_MODEL_DIR
+    return REPO_ROOT / "data" / "models" / f"qwen2_5_vl-{MADE_SHAPES[model]}"
 
 
 def model_overrides(model: str) -> list[str]:
     """Job overrides for `--model`: `embedded` is the 2.2M-parameter checkpoint in assets/ (all
-    overhead: it says little about engines); `bench` is caption-make-model's random-weight
-    Qwen2.5-VL `cpu` shape (~157M parameters), made once under data/models (~15-30 s)."""
+    overhead: it says little about engines); the others are caption-make-model's random-weight
+    Qwen2.5-VL of that shape, made once under data/models (`bench`: ~15-30 s; `7b`: ~16.5 GB in bf16)."""
+    if model not in MODELS:
+        raise SystemExit(f"--model {model}: choose one of {', '.join(MODELS)}")
     if model == "embedded":
         return []
-    if model != "bench":
-        raise SystemExit(f"--model {model}: choose one of {', '.join(MODELS)}")
-    if not (BENCH_MODEL_DIR / "config.json").is_file():
-        print(f"making the bench model in {BENCH_MODEL_DIR} (caption-make-model --family qwen2_5_vl --shape cpu)",
+    folder, shape = model_dir(model), MADE_SHAPES[model]
+    if not (folder / "config.json").is_file():
+        print(f"making the {model} model in {folder} (caption-make-model --family qwen2_5_vl --shape {shape})",
               file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "caption.make_model", "--family", "qwen2_5_vl", "--shape", "cpu",
-                        "--out", str(BENCH_MODEL_DIR), "--force"], check=True)
-    return [f"hydra.searchpath=[file://{BENCH_MODEL_DIR}/vidcap_preset]", "model=random_qwen2_5_vl_cpu"]
+        subprocess.run([sys.executable, "-m", "caption.make_model", "--family", "qwen2_5_vl", "--shape", shape,
+                        "--out", str(folder), "--force"], check=True)
+    return [f"hydra.searchpath=[file://{folder}/vidcap_preset]", f"model=random_qwen2_5_vl_{shape}"]
 
 
-def measure_bandwidth_gbs(mib: int = 512, repeats: int = 5) -> float:
-    """This machine's memory bandwidth: the best of `repeats` numpy copies of a `mib` MiB array,
+def measure_bandwidth_gbs(mib: int = 512, repeats: int = 5, device: str = "cpu") -> float:
+    """The memory bandwidth decode steps read from: the best of `repeats` copies of a `mib` MiB array
+    (numpy on the CPU; a torch tensor on `device` "cuda", where the engine's weights and KV live),
     counting the bytes read and the bytes written (GB/s, 1e9 bytes)."""
-    src = np.ones(mib * 2**20 // 8, dtype=np.float64)
-    dst = np.empty_like(src)
+    if device == "cuda":
+        import torch
+
+        src = torch.ones(mib * 2**20 // 8, dtype=torch.float64, device="cuda")
+        dst = torch.empty_like(src)
+        copy, sync, nbytes = dst.copy_, torch.cuda.synchronize, src.numel() * 8
+        copy(src)  # the first copy pays the kernel's launch set-up
+    else:
+        src = np.ones(mib * 2**20 // 8, dtype=np.float64)
+        dst = np.empty_like(src)
+        copy, sync, nbytes = (lambda a: np.copyto(dst, a)), (lambda: None), src.nbytes
     best = float("inf")
     for _ in range(repeats):
+        sync()
         started = time.perf_counter()
-        np.copyto(dst, src)
+        copy(src)
+        sync()
         best = min(best, time.perf_counter() - started)
-    return 2 * src.nbytes / best / 1e9
+    return 2 * nbytes / best / 1e9
 
 
 # bytes per element: safetensors' names and torch's

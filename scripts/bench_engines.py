@@ -4,6 +4,7 @@
     python scripts/bench_engines.py --model embedded    # the 2.2M-parameter model in assets/ (all overhead)
     python scripts/bench_engines.py --model bench --n 96 --hf-batch 8 16 32 --max-num-seqs 16 32 64
     python scripts/bench_engines.py --model bench --dtype bfloat16  # both engines in bf16 (AVX512-BF16 CPUs)
+    python scripts/bench_engines.py --model 7b --gpu h100 --hf-batch 32 --max-num-seqs 32 64 128  # a GPU machine
 
 Every row is the real `caption` job in a fresh process (decoding in worker processes included) on
 the same synthetic clips. Output lengths are forced per request (`benchmark.output_tokens`: a
@@ -17,7 +18,8 @@ Per row: videos/s, output tokens/s, TTFT and time per output token (p50/p99), pe
 within --latency-target-s), peak RSS of the job process, engine start-up, where the job's time
 went (decode wait, processor, engine steps, write; engine idle fraction), and the memory-bandwidth
 utilisation of engine steps: (language-model weights x steps + KV bytes the requests' contexts
-read) / engine-step seconds, over this machine's bandwidth measured by a numpy copy.
+read) / engine-step seconds, over the bandwidth of the memory they live in, measured by a copy (host
+memory on gpu=cpu, the device's on a GPU tier).
 
 Writes <out>/results.json, <out>/throughput.png and prints a markdown table; the last line is one
 JSON object: vllm_videos_per_s, hf_best_videos_per_s, ratio, and the settings they came from.
@@ -33,8 +35,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from bench_common import (BENCH_MODEL_DIR, EMBEDDED_MODEL_DIR, decoder_bytes, measure_bandwidth_gbs, model_overrides,
-                          percentile)
+from bench_common import MODELS, decoder_bytes, measure_bandwidth_gbs, model_dir, model_overrides, percentile
 
 from caption.config import REPO_ROOT
 from video_io.synth.dataset import generate_dataset
@@ -146,7 +147,10 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=("bench", "embedded"), default="bench")
+    ap.add_argument("--model", choices=MODELS, default="bench",
+                    help="bench: random-weight Qwen2.5-VL for this CPU; 3b/7b: the presets' shapes (GPU machines)")
+    ap.add_argument("--gpu", default="cpu", choices=("cpu", "t4", "l4", "a100", "h100"),
+                    help="the job's tier (gpu=...); on a GPU tier the bandwidth is the device's")
     ap.add_argument("--n", type=int, default=96, help="clips")
     ap.add_argument("--hf-batch", type=int, nargs="+", default=[8, 16, 32], help="transformers batch sizes")
     ap.add_argument("--max-num-seqs", type=int, nargs="+", default=[16, 32, 64], help="vLLM gpu.max_num_seqs")
@@ -164,15 +168,15 @@ def main() -> int:
                          "bfloat16 pays only on CPUs with AVX512-BF16 or AMX (grep avx512_bf16 /proc/cpuinfo)")
     args = ap.parse_args()
 
-    out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}"
+    out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}{'' if args.gpu == 'cpu' else '-' + args.gpu}"
     clips = REPO_ROOT / "data" / "bench" / f"engines-seed{SEED}-n{args.n}"
     if not (clips / "references.jsonl").exists():
         generate_dataset(clips, args.n, SEED)
     lengths = (f"{{median:{args.median},sigma:{args.sigma},min:{args.min_tokens},max:{args.max_tokens},seed:0}}")
-    common = [*model_overrides(args.model), f"sampling.max_new_tokens={args.max_tokens}",
+    common = [*model_overrides(args.model), f"gpu={args.gpu}", f"sampling.max_new_tokens={args.max_tokens}",
               f"benchmark.output_tokens={lengths}", *([f"gpu.dtype={args.dtype}"] if args.dtype else [])]
-    bandwidth = measure_bandwidth_gbs()
-    model = decoder_bytes(str(BENCH_MODEL_DIR if args.model == "bench" else EMBEDDED_MODEL_DIR), args.dtype)
+    bandwidth = measure_bandwidth_gbs(device="cpu" if args.gpu == "cpu" else "cuda")
+    model = decoder_bytes(str(model_dir(args.model)), args.dtype)
 
     rows = []
     for engine, sizes, key in (("hf", args.hf_batch, "engine.batch_size"), ("vllm", args.max_num_seqs, "gpu.max_num_seqs")):
@@ -189,19 +193,19 @@ def main() -> int:
     same_work = len(set(tokens.values())) == 1
 
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
-             f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu=cpu"
+             f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu={args.gpu}"
              + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else ""))
-    print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (numpy copy); "
+    print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (a copy); "
           f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
     print_table(rows, hf_best, args.latency_target_s)
     print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
-    result = {"model": args.model, "clips": args.n, "threads": args.threads, "dtype": args.dtype, "bandwidth_gbs": round(bandwidth, 2), **model,
+    result = {"model": args.model, "gpu": args.gpu, "clips": args.n, "threads": args.threads, "dtype": args.dtype, "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(rows, out / "throughput.png", title)
     print(f"\nwrote {out / 'results.json'} and {out / 'throughput.png'}")
-    print(json.dumps({"model": args.model, "clips": args.n, "dtype": args.dtype, "vllm_videos_per_s": vllm_best["videos_per_s"],
+    print(json.dumps({"model": args.model, "gpu": args.gpu, "clips": args.n, "dtype": args.dtype, "vllm_videos_per_s": vllm_best["videos_per_s"],
                       "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
                       "hf_best_setting": hf_best["setting"],
                       "ratio": round(vllm_best["videos_per_s"] / hf_best["videos_per_s"], 3),
