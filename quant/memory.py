@@ -3,8 +3,8 @@
 Pure functions over plain numbers and the `arch:` block of a model preset (conf/model/*.yaml); nothing
 here loads a model, a tokenizer or a processor, so a plan is made in milliseconds on any machine.
 
-Units: bytes everywhere inside; GiB (2**30) in the plan; the design documents' worked examples use GB
-(1e9), hence both constants.
+Units: bytes everywhere inside; GiB (2**30) in the plan; GPU sizes as vendors name them (a tier's
+`vram_gb`, conf/gpu/*.yaml) are GB (1e9), hence both constants.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which quantization, and whether model + engine + quantization + tier can work together.
 
-The rule (the design document 003, section "GPU별 추론 설정 요약"): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
+The rule (README, "Choosing the quantization"): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
 <=40 GB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
 
 What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), and so what is checked:
