@@ -5,7 +5,8 @@ its prompt, stop strings, processor arguments, the planner's parameter and video
 modules quantization leaves alone, what the engines must know (position limits, GPU support, a
 transformers fix) and how caption-make-model writes a random-weight checkpoint of it. Every public
 module here is a family; helpers shared by some families start with `_`. Adding a family is one module
-here plus one preset in conf/model/ (README "Adding a model family"); tests/test_families.py checks both.
+here plus one preset in conf/model/ (README "Adding a model family");
+tests/families/test_registry.py checks both.
 """
 
 from __future__ import annotations
