@@ -168,25 +168,29 @@ class _Decoder:
 class _CaptionActor:
     """One engine, captioning batches of decoded clips with the job's own code (caption_clips).
 
-    The engine is built on the first batch, not in __init__: Ray Data calls an actor's batches from a
-    thread of its own (ray/data/_internal/execution/util.py, make_callable_class_single_threaded), and
-    vLLM's CPU build binds the OpenMP threads of the thread that builds the engine. Built in __init__,
-    the engine ran on an unbound team of one OpenMP thread per machine core in each actor, and two
-    actors on two cores spun in OpenMP barriers (minutes inside cpu_attention_with_kv_cache, no record;
-    seen under the suite and with vLLM's AVX2 kernels)."""
+    On the cpu tier each actor binds itself to cores of its own (_bind_to_cores). vLLM binds OpenMP
+    threads only in the worker processes it spawns, through OpenMP's environment at spawn
+    (vllm/utils/ompmultiprocessing.py, used by vllm/v1/executor/multiproc_executor.py); the job's
+    engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0, conf/gpu/cpu.yaml), where
+    VLLM_CPU_OMP_THREADS_BIND changes nothing. Unbound, every actor ran one OpenMP thread per machine
+    core, and two actors on two cores spun in OpenMP barriers: minutes without a record, the load
+    average near 200 (seen under the suite, with vLLM's AVX2 kernels, and in CI as a retry pass that
+    never ended). The engine is built on the first batch, in the thread Ray Data runs batches in
+    (ray/data/_internal/execution/util.py, make_callable_class_single_threaded)."""
 
     def __init__(self, job: JobConfig, engines: int, core_scope: str):
         from caption.admission import PositionLimits
 
         self.cores, self._lock = _claim_cores(job, engines, core_scope)
-        if self.cores is not None:  # vLLM's CPU build binds its OpenMP threads to these cores only
+        if self.cores is not None:
+            _bind_to_cores(self.cores)
+            # what a spawned vLLM worker would be told (vllm/utils/ompmultiprocessing.py reads it)
             env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
         self.job = job
         self.supervisor = None
         self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        cores = "" if self.cores is None else f" cores {','.join(map(str, self.cores))}"
-        self.name = f"{socket.gethostname()} pid {os.getpid()}{cores}"
+        self.name = f"{socket.gethostname()} pid {os.getpid()}"
 
     def __call__(self, batch: dict) -> dict:
         from caption.job import _EngineSupervisor, caption_clips
@@ -194,6 +198,8 @@ class _CaptionActor:
         from caption.summary import JobTally
 
         if self.supervisor is None:  # in the thread that runs every batch (class docstring)
+            if self.cores is not None:  # the cores this thread, and so the engine, really runs on
+                self.name += f" cores {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
             self.supervisor = _EngineSupervisor(self.job)
             self.supervisor.start()
 
@@ -211,6 +217,20 @@ class _CaptionActor:
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
                 "decode_s": np.array([tally.decode_s]), "actor": np.array([self.name], dtype=object),
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
+
+
+def _bind_to_cores(cores: list[int]) -> None:
+    """This process onto `cores`: every thread it has (a thread it starts later inherits its
+    creator's), and torch's OpenMP team to that many threads (torch applies the count to each thread
+    lazily, at its first parallel region: aten/src/ATen/ParallelOpenMP.cpp)."""
+    import torch
+
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except OSError:  # the thread ended meanwhile
+            pass
+    torch.set_num_threads(len(cores))
 
 
 def _claim_cores(job: JobConfig, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):

@@ -80,7 +80,7 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, compose_conf
     local_captions = {r["video"]: r["caption"] for r in _records(local)}
     assert {r["video"]: r["caption"] for r in records if r["task"] == "caption"} == local_captions
     assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
-    # each engine actor that captioned was bound to one core of its own
+    # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
     cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
     # resume: the same command again finds nothing to do and changes nothing
