@@ -95,7 +95,7 @@ class JobConfig:
     gpu: dict
     sampling: SamplingSettings
     decode: DecodeSpec
-    decode_workers: int
+    decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
     decode_timeout_s: float
     ablation: str
     runner: RunnerSettings
@@ -147,6 +147,13 @@ def _positive(value, key: str, allow_zero: bool = False):
     if value is None or (value < 0 if allow_zero else value <= 0):
         raise ConfigError(f"`{key}` must be {'>= 0' if allow_zero else '> 0'}, got {value}")
     return value
+
+
+def _decode_workers(value) -> int | str:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
+                      f"got {value!r}")
 
 
 def _model(cfg: DictConfig) -> ModelSettings:
@@ -374,7 +381,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         engine_options=engine_options,
         gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
         sampling=sampling, decode=decode,
-        decode_workers=int(_positive(cfg.video.workers, "video.workers", allow_zero=True)),
+        decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
         adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),

@@ -97,7 +97,24 @@ def plan_job(job: JobConfig) -> JobConfig:
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     plan.warnings.extend(sampling_warnings(job.sampling, plan.engine))  # knobs this engine cannot apply
     model = dataclasses.replace(job.model, path=str(plan.model_path or job.model.path), dtype=plan.dtype)
-    return dataclasses.replace(job, plan=plan, model=model)
+    workers = job.decode_workers
+    if workers == "auto":
+        workers = auto_decode_workers(str(job.gpu.get("device")), len(os.sched_getaffinity(0)))
+    return dataclasses.replace(job, plan=plan, model=model, decode_workers=workers)
+
+
+def auto_decode_workers(device: str, cpus: int) -> int:
+    """`video.workers=auto`: decoder processes for the local runner on a machine with `cpus` CPUs.
+
+    On a GPU the engine computes elsewhere, and decoding bounds the job unless it has the cores: a
+    1080p clip costs ~0.27 core-seconds in the default seek mode (README "Decoding"), so the design's
+    50 clips/s on an H100 needs ~14 cores decoding. Every CPU but two, then: one for this process
+    (prompts, vLLM's multimodal processor, records) and one for the engine's own process. On the cpu
+    tier the engine computes on every core (conf/gpu/cpu.yaml binds them all); 2 decoders kept it
+    busy (engine idle ~5%, README "Engine benchmark") and more would take cores from it."""
+    if device == "cuda":
+        return max(1, cpus - 2)
+    return min(2, cpus)
 
 
 def load_planned_job(cfg) -> JobConfig:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from caption import planning
@@ -60,6 +62,8 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["video.num_frames=0"], "video"),
     (["video.timeout_s=0"], "video.timeout_s"),
     (["video.ablation=shuffle"], "video.ablation"),
+    (["video.workers=many"], "`video.workers` must be auto or a whole number"),
+    (["video.workers=-1"], "`video.workers` must be auto or a whole number"),
     (["model.path=/nonexistent/model"], "model.path"),
     (["model.family=gpt"], "model.family"),
     (["limit=0"], "limit"),
@@ -75,6 +79,21 @@ def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, over
         del args["input_dir"]
     with pytest.raises(ConfigError, match=message):
         load_planned_job(compose_config(list(args.values())))
+
+
+def test_decode_workers_auto_leaves_the_engine_its_cores(compose_config, synth_dir, tmp_path):
+    """video.workers=auto: on a GPU tier decoding gets every CPU but this process's and the engine's; on
+    the cpu tier 2 decoders, since the engine computes on every core."""
+    assert [planning.auto_decode_workers("cuda", n) for n in (16, 4, 2, 1)] == [14, 2, 1, 1]
+    assert [planning.auto_decode_workers("cpu", n) for n in (16, 2, 1)] == [2, 2, 1]
+    cpus = len(os.sched_getaffinity(0))
+    base = [f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}"]
+    job = load_job_config(compose_config(base))
+    assert job.decode_workers == "auto"  # resolved by planning, which knows the device
+    assert plan_job(job).decode_workers == planning.auto_decode_workers("cpu", cpus)
+    on_gpu = load_planned_job(compose_config([*base, "gpu=h100", "plan_only=true"]))
+    assert on_gpu.decode_workers == planning.auto_decode_workers("cuda", cpus)
+    assert load_planned_job(compose_config([*base, "video.workers=5"])).decode_workers == 5
 
 
 def test_hub_ids_are_accepted_without_touching_the_hub(compose_config, synth_dir, tmp_path):

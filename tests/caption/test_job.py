@@ -51,6 +51,7 @@ def test_job_writes_one_record_per_video_and_survives_bad_files(compose_config, 
     for key in ("notes.mp4", "truncated.mp4", "empty.mp4"):
         assert records[key]["status"] == "error" and records[key]["error"].startswith("decode: ")
     assert summary["videos_found"] == 7 and summary["captions_ok"] == 4 and summary["videos_failed"] == 3
+    assert summary["decode_workers"] == min(2, len(os.sched_getaffinity(0)))  # video.workers=auto on the cpu tier
     assert {f["video"] for f in summary["failures"]} == {"empty.mp4", "notes.mp4", "truncated.mp4"}
     saved = json.loads((tmp_path / "captions.jsonl.summary.json").read_text())
     assert saved["captions_ok"] == 4 and saved["prefix_cache_queries"] > 0
