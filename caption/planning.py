@@ -110,8 +110,9 @@ def auto_decode_workers(device: str, cpus: int) -> int:
     1080p clip costs ~0.27 core-seconds in the default seek mode (README "Decoding"), so the design's
     50 clips/s on an H100 needs ~14 cores decoding. Every CPU but two, then: one for this process
     (prompts, vLLM's multimodal processor, records) and one for the engine's own process. On the cpu
-    tier the engine computes on every core (conf/gpu/cpu.yaml binds them all); 2 decoders kept it
-    busy (engine idle ~5%, README "Engine benchmark") and more would take cores from it."""
+    tier the engine computes with one thread per core; 2 decoders kept it busy (engine idle ~5%,
+    README "Engine benchmark") and more would take cores from it. (runner=ray sizes its decoding
+    actors from the cluster instead: runner.decode_cpus.)"""
     if device == "cuda":
         return max(1, cpus - 2)
     return min(2, cpus)

@@ -80,7 +80,9 @@ class JobTally:
             "videos_per_s": round(videos_run / gen_wall, 3) if gen_wall > 0 else None,
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
             "output_tokens_per_s": round(self.output_tokens / gen_wall, 1) if gen_wall > 0 else None,
-            "decode_s_total": round(self.decode_s, 2), "decode_workers": job.decode_workers,
+            "decode_s_total": round(self.decode_s, 2),
+            # runner=ray decodes in actors sized by runner.decode_cpus, not in this process's pool
+            "decode_workers": job.decode_workers if job.runner.name == "local" else None,
             "stages_s": stages,
             "engine_idle_fraction": (round(max(0.0, 1 - stages["engine_step"] / gen_wall), 4)
                                      if stages and gen_wall > 0 and self.generation_started is not None else None),
@@ -156,9 +158,9 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
           f"quant {quant}", file=out)
     size = (f"{d.width}x{d.height}" if d.width else f"up to {d.max_pixels} px, aspect kept" if d.max_pixels
             else "source size")
+    decoders = f", {job.decode_workers} decoder processes" if job.runner.name == "local" else ""
     print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
-          f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}, {job.decode_workers} decoder processes",
-          file=out)
+          f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}{decoders}", file=out)
     for note in notes:
         print(f"  note    {note}", file=out)
     if console.log_path is not None:

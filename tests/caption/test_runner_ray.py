@@ -75,6 +75,7 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, compose_conf
     assert summary["exit_status"] == 0 and summary["captions_ok"] == 6 and summary["runner"] == "ray"
     # no engine ran in the driver: no stage breakdown rather than one claiming the engine sat idle
     assert summary["stages_s"] is None and summary["engine_idle_fraction"] is None
+    assert summary["decode_workers"] is None  # decoding ran in Ray actors, not the local pool
     records = _records(on_ray)
     assert len({(r["video"], r["task"]) for r in records}) == len(records) == 6
     local_captions = {r["video"]: r["caption"] for r in _records(local)}
