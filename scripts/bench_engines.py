@@ -19,7 +19,9 @@ within --latency-target-s), peak RSS of the job process, engine start-up, where 
 went (decode wait, processor, engine steps, write; engine idle fraction), and the memory-bandwidth
 utilisation of engine steps: (language-model weights x steps + KV bytes the requests' contexts
 read) / engine-step seconds, over the bandwidth of the memory they live in, measured by a copy (host
-memory on gpu=cpu, the device's on a GPU tier).
+memory on gpu=cpu, the device's on a GPU tier), and the output positions computed per output token
+(transformers' static batches compute finished rows until the longest is done; vLLM: 1). The ratio
+is then split in two: that padding of transformers' best row times vLLM's speed per computed position.
 
 Writes <out>/results.json, <out>/throughput.png and prints a markdown table; the last line is one
 JSON object: vllm_videos_per_s, hf_best_videos_per_s, ratio, and the settings they came from.
@@ -93,8 +95,23 @@ def row(engine: str, setting: str, summary: dict, records: list[dict], target_s:
         "decode_cpu_s": summary["decode_s_total"], "engine_idle_fraction": summary["engine_idle_fraction"],
         "engine_steps": steps, "steps_per_s": steps / step_s if step_s else None,
         "bytes_read_gbs": read_gbs, "bandwidth_utilisation": read_gbs / bandwidth_gbs,
+        # output positions the forward passes computed per output token: a static batch (transformers)
+        # computes every row until its longest is done; vLLM's batch holds only unfinished requests
+        "positions_per_output_token": (summary.get("output_positions_computed") or summary["output_tokens"])
+        / summary["output_tokens"] if summary["output_tokens"] else None,
         "forced_lengths_match": all(r["output_tokens"] == r.get("forced_output_tokens") for r in ok),
     }
+
+
+def ratio_split(vllm_best: dict, hf_best: dict) -> dict:
+    """The ratio as two factors: the positions transformers' static batches compute per output token
+    (work vLLM does not do) times vLLM's speed per computed position against transformers'. Where
+    both engines are compute-bound (a CPU) the second factor is what vLLM's kernels and scheduling win
+    on the same arithmetic; where steps cost the same whatever the batch (a GPU at small batches),
+    it also holds vLLM's larger batches."""
+    ratio = vllm_best["videos_per_s"] / hf_best["videos_per_s"]
+    padding = hf_best["positions_per_output_token"]
+    return {"ratio": ratio, "hf_padding": padding, "vllm_per_position": ratio / padding}
 
 
 def _ms(seconds):
@@ -107,14 +124,16 @@ def _f(value, digits=2):
 
 def print_table(rows: list[dict], hf_best: dict, target_s: float) -> None:
     print("| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
-          f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util | vs best transformers |")
-    print("|" + "---|" * 13)
+          f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util "
+          "| positions computed / output token | vs best transformers |")
+    print("|" + "---|" * 14)
     for r in rows:
         print(f"| {r['engine']} | {r['setting']} | {_f(r['videos_per_s'])} | {_f(r['output_tokens_per_s'], 1)} | "
               f"{_f(r['ttft_p50_s'])} / {_f(r['ttft_p99_s'])} | {_f(r['tpot_p50_ms'], 1)} / {_f(r['tpot_p99_ms'], 1)} | "
               f"{_f(r['video_latency_p50_s'])} / {_f(r['video_latency_p99_s'])} | {_f(r['goodput_videos_per_s'])} | "
               f"{_f(r['peak_rss_gib'])} | {_f(r['engine_load_s'], 1)} | {r['engine_idle_fraction']:.0%} | "
-              f"{r['bandwidth_utilisation']:.1%} | {r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
+              f"{r['bandwidth_utilisation']:.1%} | {_f(r['positions_per_output_token'])} | "
+              f"{r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
     print("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
     for r in rows:
         s = r["stages_s"]
@@ -199,6 +218,10 @@ def main() -> int:
           f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
     print_table(rows, hf_best, args.latency_target_s)
     print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
+    split = ratio_split(vllm_best, hf_best)
+    print(f"vLLM best / transformers best = {split['ratio']:.2f}x = {split['hf_padding']:.2f} (output positions "
+          f"transformers computed per output token, {hf_best['setting']}) x {split['vllm_per_position']:.2f} "
+          f"(vLLM's output tokens/s over transformers' computed positions/s)")
     result = {"model": args.model, "gpu": args.gpu, "clips": args.n, "threads": args.threads, "dtype": args.dtype, "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
@@ -209,6 +232,7 @@ def main() -> int:
                       "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
                       "hf_best_setting": hf_best["setting"],
                       "ratio": round(vllm_best["videos_per_s"] / hf_best["videos_per_s"], 3),
+                      "hf_padding": round(split["hf_padding"], 3), "vllm_per_position": round(split["vllm_per_position"], 3),
                       "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
                       "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}))
     return 0

@@ -116,6 +116,9 @@ class HfEngine:
         self.load_s = time.perf_counter() - started
         self.batches = 0
         self.steps = 0  # forward passes of generate (one per new token of a batch) since reset_stats
+        # output positions those passes computed: every row of a batch runs until its longest row is done,
+        # so this minus the output tokens is the static batch's padding (vLLM computes no such rows)
+        self.output_positions = 0
         self.clock = StageClock()
 
     def _generate_kwargs(self) -> dict:
@@ -202,6 +205,7 @@ class HfEngine:
                                   if n > 1 and len(steps) > 1 else None))
         self.batches += 1
         self.steps += len(steps)
+        self.output_positions += len(batch) * len(steps)
         return results
 
     def _batches(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
@@ -237,11 +241,13 @@ class HfEngine:
     def reset_stats(self) -> None:
         self.batches = 0
         self.steps = 0
+        self.output_positions = 0
         self.clock.reset()
 
     def stats(self) -> dict:
         return {"engine_load_s": round(self.load_s, 2), "batches": self.batches,
                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps,
+                "output_positions_computed": self.output_positions,
                 "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 
     def close(self) -> None:

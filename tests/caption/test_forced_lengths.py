@@ -77,7 +77,14 @@ def test_both_engines_produce_exactly_the_forced_lengths(job_config, synth_dir, 
     job = job_config([])
     lengths = [3, 44, 17, 30, 1, 48, 9]
     vllm = {r.request.key: r for r in vllm_engine.run(_requests(job, synth_dir, lengths))}
-    hf = {r.request.key: r for r in hf_engine.run(_requests(job, synth_dir, lengths))}
+    hf_engine.reset_stats()
+    size, hf_engine.batch_size = hf_engine.batch_size, 3  # three batches, each with its own longest row
+    try:
+        hf = {r.request.key: r for r in hf_engine.run(_requests(job, synth_dir, lengths))}
+    finally:
+        hf_engine.batch_size = size
+    # a static batch computes every row until its longest is done: the padding bench_engines reports
+    assert hf_engine.stats()["output_positions_computed"] == 3 * 44 + 3 * 48 + 1 * 9
     for i, n in enumerate(lengths):
         key = f"clip{i}"
         assert vllm[key].error is None and hf[key].error is None
