@@ -4,8 +4,9 @@
 
 Makes (once, kept in --out) the clips issue 12 names with the footage generator
 (video_io/synth/footage.py): 1080p H.264 20 s with a 2-s GOP and with a 250-frame GOP, 1080x1920
-portrait H.264, 4K HEVC 10 s. Decodes each with backend=auto and video.seek=auto|keyframe|exact at
-the embedded model's budget (3136 px, multiple 28), min of --repeat runs; with one core (taskset)
+portrait H.264, 4K HEVC 10 s and 20 s (at the camera-like ~37 Mbit/s; the same pictures also at
+19 and 10 Mbit/s, as web and stock downloads come). Decodes each with backend=auto and
+video.seek=auto|keyframe|exact at the embedded model's budget (3136 px, multiple 28), min of --repeat runs; with one core (taskset)
 seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
 keyframe-only decode (-skip_frame nokey), one thread, for reference.
 
@@ -44,6 +45,15 @@ CLIPS = {  # name: footage generator arguments
     "1080x1920_portrait_h264": ["--size", "1080x1920", "--seconds", "20", "--fps", "30", "--codec", "h264",
                                 "--gop", "60"],
     "4k_hevc_10s": ["--size", "3840x2160", "--seconds", "10", "--fps", "30", "--codec", "hevc", "--gop", "60"],
+    # 8 segments of 2.5 s each hold a keyframe of a 2-s GOP: the default takes 8 keyframes
+    "4k_hevc_20s": ["--size", "3840x2160", "--seconds", "20", "--fps", "30", "--codec", "hevc", "--gop", "60"],
+    # the same pictures at lower bitrates (web and stock downloads): what a frame costs is mostly its bits
+    "4k_hevc_20s_10mbps": ["--size", "3840x2160", "--seconds", "20", "--fps", "30", "--codec", "hevc", "--gop", "60",
+                           "--mbps", "10"],
+    "4k_hevc_10s_19mbps": ["--size", "3840x2160", "--seconds", "10", "--fps", "30", "--codec", "hevc", "--gop", "60",
+                           "--mbps", "19"],
+    "4k_hevc_10s_10mbps": ["--size", "3840x2160", "--seconds", "10", "--fps", "30", "--codec", "hevc", "--gop", "60",
+                           "--mbps", "10"],
 }
 
 

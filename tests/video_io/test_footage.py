@@ -87,3 +87,19 @@ def test_sizes_that_yuv420_cannot_hold_are_refused():
         FootageSpec(1920, 1082, 30, 10, "h264", gop=30)
     with pytest.raises(SystemExit):
         main(["--out", "/tmp/unused", "--n", "1", "--size", "97x64"])
+
+
+def test_mbps_sets_the_average_bitrate(tmp_path):
+    """--mbps delivers the same pictures at a chosen rate (web and stock downloads are lighter than a
+    camera's): each file's size follows its rate, and a bad rate is refused."""
+    sizes = {}
+    for mbps in (0.2, 0.8):
+        out = tmp_path / str(mbps)
+        assert main(["--out", str(out), "--n", "1", "--size", "320x180", "--seconds", "2", "--fps", "30",
+                     "--codec", "h264", "--gop", "30", "--mbps", str(mbps)]) == 0
+        [path] = out.glob("*.mp4")
+        sizes[mbps] = path.stat().st_size * 8 / 2 / 1e6  # Mbit/s over the 2 s
+        assert json.loads((out / "references.jsonl").read_text())["delivery"]["mbps"] == mbps
+    assert 0.1 < sizes[0.2] < 0.3 and 0.6 < sizes[0.8] < 1.0, sizes
+    with pytest.raises(ValueError, match="mbps must be > 0"):
+        FootageSpec(320, 180, 30, 2, "h264", gop=30, mbps=0)

@@ -62,6 +62,7 @@ class FootageSpec:
     faststart: bool = False  # index (moov) before the data, as web/stock downloads have it
     preset: str = "fast"
     exact: bool = False  # byte-identical files per seed: single-threaded encoders (slow at 4K)
+    mbps: float | None = None  # average bitrate; None: BITS_PER_PIXEL's camera-like rate
 
     @property
     def n_frames(self) -> int:
@@ -75,6 +76,16 @@ class FootageSpec:
             raise ValueError(f"codec must be one of {sorted(CODECS)}, got {self.codec!r}")
         if self.fps <= 0 or self.seconds <= 0 or self.gop <= 0:
             raise ValueError("fps, seconds and gop must be > 0")
+        if self.mbps is not None and self.mbps <= 0:
+            raise ValueError(f"mbps must be > 0, got {self.mbps}")
+
+    @property
+    def bit_rate(self) -> int:
+        """Average bits per second: --mbps, else bits per pixel per frame as cameras and phones record
+        (4K30 H.264 ~62 Mbit/s, 1080p30 HEVC ~9 Mbit/s)."""
+        if self.mbps is not None:
+            return int(self.mbps * 1e6)
+        return int(BITS_PER_PIXEL[self.codec] * self.width * self.height * self.fps)
 
 
 def draw_spec(profile: str, rng: np.random.Generator) -> FootageSpec:
@@ -205,9 +216,7 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
     try:
         stream = container.add_stream(CODECS[spec.codec], rate=spec.fps)
         stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
-        # average bitrate as cameras and phones record (VBR around a target): bits per pixel
-        # per frame, so 4K30 H.264 gets ~62 Mbit/s and 1080p30 HEVC ~9 Mbit/s
-        stream.bit_rate = int(BITS_PER_PIXEL[spec.codec] * spec.width * spec.height * spec.fps)
+        stream.bit_rate = spec.bit_rate  # an average the encoder varies around (VBR), as cameras do
         # Pictures depend only on the seed; the bitstream also on encoder threading, so `exact`
         # runs both encoders on one thread (and x264 without mbtree: see dataset.write_mp4).
         if spec.codec == "h264":
@@ -257,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--codec", choices=sorted(CODECS), help="override the drawn codec")
     parser.add_argument("--gop", type=int, help="override the drawn keyframe interval (frames)")
     parser.add_argument("--preset", default="fast", help="x264/x265 preset (slower: smaller files)")
+    parser.add_argument("--mbps", type=float, help="average bitrate in Mbit/s (default: camera-like, by pixels "
+                                                   "per second: 4K30 HEVC ~37, 1080p30 H.264 ~16)")
     parser.add_argument("--exact", action="store_true",
                         help="byte-identical files per seed (single-threaded encoding; without it "
                              "the pictures are identical, the bitstreams may differ by threading)")
@@ -269,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.n):
         spec = draw_spec(args.profile, np.random.default_rng([args.seed, index, 3]))
         overrides = {k: v for k, v in (("seconds", args.seconds), ("fps", args.fps), ("codec", args.codec),
-                                       ("gop", args.gop)) if v is not None}
+                                       ("gop", args.gop), ("mbps", args.mbps)) if v is not None}
         if args.size:
             overrides["width"], overrides["height"] = args.size
         try:
