@@ -4,7 +4,7 @@ machine's 2 CPUs and runs the embedded model in 2 engine actors.
 Why a process of its own: a Ray cluster started from the test process inherits what earlier tests left in
 it (in-process vLLM engines export VLLM_* variables and bind OpenMP threads); under the full suite that
 left the engine actors spinning instead of captioning. A user runs `caption runner=ray` from a shell, so
-that is what these tests run. Kept small (3-6 clips): each run starts two vLLM engines on a 2-core machine.
+that is what these tests run. Kept small (3-12 clips): each run starts two vLLM engines on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def clips(tmp_path, synth_dir):
     def _clips(n):
         folder = tmp_path / f"clips{n}"
         folder.mkdir()
-        for i in range(n):
-            shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+        for i in range(n):  # the six synthetic clips, again under new names past six
+            shutil.copy(synth_dir / f"clip_{i % 6:05d}.mp4", folder / f"clip_{i:05d}.mp4")
         return folder
     return _clips
 
@@ -117,7 +117,10 @@ def _actor_pids():
 def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     """SIGKILL (what the OOM killer sends) to an engine actor once the first records are in: Ray restarts
     it, its batch runs again in the next pass, the output is complete and holds each clip once."""
-    folder, out = clips(6), tmp_path / "out.jsonl"
+    # 12 one-clip batches for 2 actors: after the first record each actor still has several to run, so the
+    # kill lands on work in flight (with 6, an actor could finish its last batch while the watcher was
+    # still measuring which one was busy: killed with nothing left, one pass, nothing to test)
+    folder, out = clips(12), tmp_path / "out.jsonl"
     killed = []
 
     def kill_one_when_records_arrive():
@@ -144,7 +147,7 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     watcher.join(timeout=5)
     assert killed, "no actor was killed: the job ended before the watcher saw a record"
     records = _records(out)
-    assert sorted((r["video"], r["task"]) for r in records) == [(f"clip_{i:05d}.mp4", task) for i in range(6)
+    assert sorted((r["video"], r["task"]) for r in records) == [(f"clip_{i:05d}.mp4", task) for i in range(12)
                                                                 for task in ("caption", "motion")]  # all, once
     assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
     # the killed actor's batches came back without records and ran again in a second pass
