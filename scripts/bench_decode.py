@@ -6,8 +6,8 @@ Makes (once, kept in --out) the clips issue 12 names with the footage generator
 (video_io/synth/footage.py): 1080p H.264 20 s with a 2-s GOP and with a 250-frame GOP, 1080x1920
 portrait H.264, 4K HEVC 10 s and 20 s (at the camera-like ~37 Mbit/s; the same pictures also at
 19 and 10 Mbit/s, as web and stock downloads come). Decodes each with backend=auto and
-video.seek=auto|keyframe|exact at the embedded model's budget (3136 px, multiple 28), min of --repeat runs; with one core (taskset)
-seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
+video.seek=auto|keyframe|exact at the embedded model's budget (3136 px, multiple 28), min of --repeat
+runs; with one core (taskset) seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
 keyframe-only decode (-skip_frame nokey), one thread, for reference.
 
 Review-page thumbnails (caption-report) of the frames the default mode sampled, at caption-report's

@@ -231,7 +231,7 @@ def main() -> int:
     print(json.dumps({"model": args.model, "gpu": args.gpu, "clips": args.n, "dtype": args.dtype, "vllm_videos_per_s": vllm_best["videos_per_s"],
                       "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
                       "hf_best_setting": hf_best["setting"],
-                      "ratio": round(vllm_best["videos_per_s"] / hf_best["videos_per_s"], 3),
+                      "ratio": round(split["ratio"], 3),
                       "hf_padding": round(split["hf_padding"], 3), "vllm_per_position": round(split["vllm_per_position"], 3),
                       "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
                       "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}))
