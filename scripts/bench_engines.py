@@ -22,6 +22,9 @@ read) / engine-step seconds, over the bandwidth of the memory they live in, meas
 memory on gpu=cpu, the device's on a GPU tier), and the output positions computed per output token
 (transformers' static batches compute finished rows until the longest is done; vLLM: 1). The ratio
 is then split in two: that padding of transformers' best row times vLLM's speed per computed position.
+After each vLLM row the same clips, decoded beforehand, go to vLLM alone in one `LLM.generate` call
+(scripts/bench_engine_only.py, same plan and forced lengths; `--no-engine-only` skips it): "job /
+alone" is the share of the engine-only throughput the whole job reaches.
 
 Writes <out>/results.json, <out>/throughput.png and prints a markdown table; the last line is one
 JSON object: vllm_videos_per_s, hf_best_videos_per_s, ratio, and the settings they came from.
@@ -55,15 +58,29 @@ def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: lis
         stale.unlink(missing_ok=True)
     command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
                "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *common, *setting]
+    _run(command, threads, env_extra, f"{engine} {setting}")
+    records = [json.loads(line) for line in open(output, encoding="utf-8")]
+    return json.loads(Path(f"{output}.summary.json").read_text()), records
+
+
+def run_engine_only(setting: list[str], clips: Path, common: list[str], threads: int | None = None) -> dict:
+    """vLLM alone on the same clips, decoded beforehand, with the job's overrides (scripts/bench_engine_only.py)."""
+    command = [sys.executable, str(Path(__file__).with_name("bench_engine_only.py")), "--clips", str(clips),
+               *common, *setting]
+    return json.loads(_run(command, threads, None, f"engine-only {setting}").strip().splitlines()[-1])
+
+
+def _run(command: list[str], threads: int | None, env_extra: dict | None, what: str) -> str:
+    """Run one benchmark process, in a fresh interpreter; its stdout. `threads`: OMP_NUM_THREADS and
+    vLLM's binding off, else the tier's settings."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-        command.append("gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind")
+        command = [*command, "gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind"]
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"{engine} {setting} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    records = [json.loads(line) for line in open(output, encoding="utf-8")]
-    return json.loads(Path(f"{output}.summary.json").read_text()), records
+        raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
 
 
 def row(engine: str, setting: str, summary: dict, records: list[dict], target_s: float, model: dict,
@@ -114,6 +131,10 @@ def ratio_split(vllm_best: dict, hf_best: dict) -> dict:
     return {"ratio": ratio, "hf_padding": padding, "vllm_per_position": ratio / padding}
 
 
+def _round(value, digits):
+    return None if value is None else round(value, digits)
+
+
 def _ms(seconds):
     return None if seconds is None else 1000 * seconds
 
@@ -125,14 +146,16 @@ def _f(value, digits=2):
 def print_table(rows: list[dict], hf_best: dict, target_s: float) -> None:
     print("| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
           f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util "
-          "| positions computed / output token | vs best transformers |")
-    print("|" + "---|" * 14)
+          "| positions computed / output token | vLLM alone (videos/s) | job / alone | vs best transformers |")
+    print("|" + "---|" * 16)
     for r in rows:
         print(f"| {r['engine']} | {r['setting']} | {_f(r['videos_per_s'])} | {_f(r['output_tokens_per_s'], 1)} | "
               f"{_f(r['ttft_p50_s'])} / {_f(r['ttft_p99_s'])} | {_f(r['tpot_p50_ms'], 1)} / {_f(r['tpot_p99_ms'], 1)} | "
               f"{_f(r['video_latency_p50_s'])} / {_f(r['video_latency_p99_s'])} | {_f(r['goodput_videos_per_s'])} | "
               f"{_f(r['peak_rss_gib'])} | {_f(r['engine_load_s'], 1)} | {r['engine_idle_fraction']:.0%} | "
               f"{r['bandwidth_utilisation']:.1%} | {_f(r['positions_per_output_token'])} | "
+              f"{_f(r['engine_only']['videos_per_s']) if 'engine_only' in r else '-'} | "
+              f"{format(r['job_vs_engine_only'], '.0%') if 'job_vs_engine_only' in r else '-'} | "
               f"{r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
     print("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
     for r in rows:
@@ -152,6 +175,10 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     for engine, label, marker in (("hf", "transformers (batch size)", "o"), ("vllm", "vLLM (max_num_seqs)", "s")):
         points = sorted((r["size"], r["videos_per_s"]) for r in rows if r["engine"] == engine)
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label)
+    alone = sorted((r["size"], r["engine_only"]["videos_per_s"]) for r in rows if "engine_only" in r)
+    if alone:
+        ax.plot([p[0] for p in alone], [p[1] for p in alone], linestyle="--", marker="s", color="grey",
+                label="vLLM alone (clips decoded beforehand)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size / max_num_seqs")
     ax.set_ylabel("videos/s (whole job)")
@@ -178,6 +205,9 @@ def main() -> int:
     ap.add_argument("--min-tokens", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--latency-target-s", type=float, default=30.0, help="goodput counts videos within this")
+    ap.add_argument("--engine-only", action=argparse.BooleanOptionalAction, default=True,
+                    help="after each vLLM row, run vLLM alone on the same clips decoded beforehand (all requests "
+                         "in one LLM.generate) and report the job's share of that throughput")
     ap.add_argument("--out", type=Path, default=None, help="default data/bench/engines-<model>")
     ap.add_argument("--threads", type=int, default=None,
                     help="compute threads for both engines (OMP_NUM_THREADS, vLLM binding off); default: the tier's "
@@ -204,6 +234,13 @@ def main() -> int:
             print(f"running {engine} {setting} ...", file=sys.stderr, flush=True)
             summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common, args.threads)
             rows.append(row(engine, setting, summary, records, args.latency_target_s, model, bandwidth) | {"size": size})
+            if engine == "vllm" and args.engine_only:
+                print(f"running vllm {setting} engine-only ...", file=sys.stderr, flush=True)
+                alone = run_engine_only([f"{key}={size}"], clips, common, args.threads)
+                if alone["output_tokens"] != rows[-1]["output_tokens"]:
+                    raise SystemExit(f"engine-only {setting} produced {alone['output_tokens']} tokens, the job "
+                                     f"{rows[-1]['output_tokens']}: not the same work")
+                rows[-1].update(engine_only=alone, job_vs_engine_only=rows[-1]["videos_per_s"] / alone["videos_per_s"])
     hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
     vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
     if not all(r["forced_lengths_match"] for r in rows):
@@ -234,6 +271,7 @@ def main() -> int:
                       "ratio": round(split["ratio"], 3),
                       "hf_padding": round(split["hf_padding"], 3), "vllm_per_position": round(split["vllm_per_position"], 3),
                       "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
+                      "vllm_job_vs_engine_only": _round(vllm_best.get("job_vs_engine_only"), 3),
                       "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}))
     return 0
 

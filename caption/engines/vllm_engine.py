@@ -197,18 +197,21 @@ class VllmEngine:
         self._baseline = _counters(self.llm)
 
     @staticmethod
-    def _prompt(request: Request) -> dict:
+    def prompt_for(request: Request) -> dict:
         return {"prompt": request.prompt, "multi_modal_data": {"video": (request.frames, request.video_metadata)}}
 
     def _lora(self, request: Request):
         return self.lora[request.adapter] if request.adapter is not None else None
 
+    def params_for(self, request: Request):
+        """The SamplingParams `request` is generated with: the job's, or its forced length's."""
+        return self.params if request.forced_output_tokens is None else self._forced(request.forced_output_tokens)
+
     def _submit(self, request: Request) -> str:
         """Hand one request to vLLM; returns the id its outputs will carry."""
-        params = self.params if request.forced_output_tokens is None else self._forced(request.forced_output_tokens)
         # enqueue runs vLLM's multimodal processor (resize, normalize, patchify) in this thread
         with self.clock("processor"):
-            [internal_id] = self.llm.enqueue([self._prompt(request)], params, use_tqdm=False,
+            [internal_id] = self.llm.enqueue([self.prompt_for(request)], self.params_for(request), use_tqdm=False,
                                              lora_request=self._lora(request))
         # vLLM appends "-<8 random chars>" to the id it was given and reports outputs under
         # the id it was given, so strip the suffix (absent when randomisation is disabled)
@@ -254,7 +257,7 @@ class VllmEngine:
 
     def _beam_chunk(self, chunk: list[Request]) -> list[Result]:
         started = time.perf_counter()
-        outputs = self.llm.beam_search([self._prompt(r) for r in chunk], self.beam_params,
+        outputs = self.llm.beam_search([self.prompt_for(r) for r in chunk], self.beam_params,
                                        lora_request=[self._lora(r) for r in chunk], use_tqdm=False)
         elapsed = time.perf_counter() - started
         results = []

@@ -153,3 +153,32 @@ def test_the_job_forces_the_drawn_lengths_and_reports_where_its_time_went(compos
     assert abs(sum(stages.values()) - summary["generation_wall_s"]) < 0.05
     assert summary["engine_idle_fraction"] == pytest.approx(1 - stages["engine_step"] / summary["generation_wall_s"],
                                                             abs=0.01)
+
+
+@pytest.mark.slow
+def test_the_engine_only_benchmark_does_the_jobs_work(synth_dir):
+    """scripts/bench_engine_only.py (vLLM alone, the throughput bench_engines holds the job against)
+    keys and forces each request as the job does: the clip's path relative to the folder, the length
+    drawn from that key. Its output tokens are then exactly the job's; keyed any other way, the draws
+    and so the totals differ."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from caption.config import REPO_ROOT
+    from video_io.crawl import crawl_videos
+
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench_engine_only.py"), "--clips", str(synth_dir),
+                          "tasks=[caption,motion]", "sampling.max_new_tokens=40", "gpu.max_num_seqs=4",
+                          "benchmark.output_tokens={median:12,sigma:0.8,min:2,max:40,seed:3}"],
+                         capture_output=True, text=True, timeout=600,
+                         env=os.environ | {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    drawn = ForcedLengths(median=12, sigma=0.8, min=2, max=40, seed=3)
+    keys = [key for key, _ in crawl_videos(synth_dir)]
+    assert result["videos"] == 6 and result["requests"] == 12 and result["max_num_seqs"] == 4
+    assert result["output_tokens"] == sum(drawn.draw(key, task, None) for key in keys for task in ("caption", "motion"))
+    assert result["engine_steps"] > 0 and 0 < result["engine_step_s"] <= result["wall_s"]
+    assert result["videos_per_s"] == pytest.approx(6 / result["wall_s"], rel=0.01)

@@ -184,7 +184,7 @@ def test_vllm_beam_search_keeps_four_beams_and_returns_the_best(synth_dir, vllm_
     results = {r.request.key: r for r in vllm_beam_engine.run(requests)}
     _assert_captions(list(results.values()), synth_dir, len(requests))
     engine, first = vllm_beam_engine, requests[0]
-    [output] = engine.llm.beam_search([engine._prompt(first)], engine.beam_params)
+    [output] = engine.llm.beam_search([engine.prompt_for(first)], engine.beam_params)
     beams = output.sequences
     assert len(beams) == 4 and len({tuple(b.tokens) for b in beams}) == 4  # four distinct hypotheses
     best_tokens = beams[0].tokens[len(beams[0].orig_prompt["prompt_token_ids"]):]
@@ -207,7 +207,7 @@ def test_greedy_and_beam_captions_on_both_engines(synth_dir, job_config, vllm_en
     # differ: vLLM counts the prompt too), so they must find the same best caption
     vllm_lp0 = _vllm_with_length_penalty(vllm_beam_engine, 0.0)
     for request, result in zip(requests, hf_beams.run(requests)):
-        [output] = vllm_beam_engine.llm.beam_search([vllm_beam_engine._prompt(request)], vllm_lp0)
+        [output] = vllm_beam_engine.llm.beam_search([vllm_beam_engine.prompt_for(request)], vllm_lp0)
         best = output.sequences[0]
         text = vllm_beam_engine.tokenizer.decode(best.tokens[len(best.orig_prompt["prompt_token_ids"]):],
                                                  skip_special_tokens=True).strip()
