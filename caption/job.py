@@ -26,7 +26,7 @@ from caption.admission import PositionLimits, refusal
 from caption.config import JobConfig, load_job_config
 from caption.console import console
 from caption.engines import build_engine
-from caption.engines.base import Request, Result, StageClock
+from caption.engines.base import Request, Result
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.planning import plan_job
 from caption.prompts import build_prompt
@@ -131,8 +131,7 @@ class LocalRunner:
         job = self.job
         paths = {str(path): key for key, path in todo}
         limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        decoded = _timed(self.pool.imap(paths), tally.clock, "decode_wait")
-        yield from caption_clips(decoded, paths, job, self.supervisor, limits, done, tally)
+        yield from caption_clips(self.pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
 
     def stats(self) -> dict:
         return {"runner": "local", **self.supervisor.stats()}
@@ -149,7 +148,7 @@ def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: Jo
     """Decoded clips in, records out: a record per result, and error records for clips that did not
     decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter) has its record."""
     refused: deque[dict] = deque()
-    requests = _requests(decoded, keys, job, done, refused.append, tally, limits)
+    requests = RequestIntake(decoded, keys, job, done, refused.append, tally, limits)
     for result in supervisor.run(requests, tally):
         while refused:
             yield refused.popleft()
@@ -173,7 +172,7 @@ class _EngineSupervisor:
         self.engine.reset_stats()  # a reused engine reports this job's counters only
 
     def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
-        stream: Iterator[Request] = iter(requests)
+        stream: Iterator[Request] = iter(requests)  # a RequestIntake keeps its ready() through restarts
         while True:
             try:
                 yield from self.engine.run(stream)
@@ -186,7 +185,10 @@ class _EngineSupervisor:
                 tally.engine_restarts = self.restarts
                 self.engine.close()
                 self.engine = build_engine(self.job, get_family(self.job.model.family).stop)
-                stream = itertools.chain(failure.unsubmitted, stream)
+                if isinstance(stream, RequestIntake):
+                    stream.prepend(failure.unsubmitted)
+                else:
+                    stream = itertools.chain(failure.unsubmitted, stream)
 
     def _died_message(self, failure: EngineFailure) -> str:
         plan, video = self.job.plan, self.job.decode
@@ -208,17 +210,6 @@ class _EngineSupervisor:
         if self.owned and self.engine is not None:
             self.engine.close()
         self.engine = None
-
-
-def _timed(stream: Iterable, clock: StageClock, stage: str) -> Iterator:
-    """`stream`, with the time spent waiting on each next item counted as `stage`."""
-    iterator = iter(stream)
-    while True:
-        with clock(stage):
-            item = next(iterator, _END)
-        if item is _END:
-            return
-        yield item
 
 
 _END = object()
@@ -271,41 +262,81 @@ def error_records(job: JobConfig, done, key: str, error: str, **extra) -> list[d
             for video, task, adapter in _keys(job, key) if not done((video, task, adapter))]
 
 
-def _requests(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
-              done, emit, tally: JobTally, limits: PositionLimits) -> Iterator[Request]:
-    """One request per (clip, task) for clips that decoded and that the engine can take; error
-    records for the others go to `emit`."""
-    budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
-    for result in decoded:
-        key = keys[result.path]
+class RequestIntake:
+    """Decoded clips in, requests out: one request per (clip, task, adapter) still to do, for clips that
+    decoded and that the engine can take; error records for the others go to `emit`.
+
+    `next()` waits on the decoders when nothing is ready (counted as the stage `decode_wait`); `ready()`
+    says, without waiting, whether it would return at once, so that an engine with requests in flight
+    takes only the clips already decoded instead of stopping its steps for the next ones (where the
+    decoded stream cannot say, a list for instance, everything counts as ready)."""
+
+    def __init__(self, decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig, done, emit,
+                 tally: JobTally, limits: PositionLimits):
+        self.decoded = iter(decoded)
+        self._decoded_ready = getattr(self.decoded, "ready", None)
+        self.keys, self.job, self.done, self.emit, self.tally, self.limits = keys, job, done, emit, tally, limits
+        self.pending: deque[Request] = deque()
+        self.ended = False
+
+    def __iter__(self) -> "RequestIntake":
+        return self
+
+    def __next__(self) -> Request:
+        while not self.pending:
+            if self.ended:
+                raise StopIteration
+            with self.tally.clock("decode_wait"):
+                result = next(self.decoded, _END)
+            self._take(result)
+        return self.pending.popleft()
+
+    def ready(self) -> bool:
+        while not self.pending and not self.ended:
+            if self._decoded_ready is not None:
+                with self.tally.clock("decode_wait"):  # receiving finished clips from the decoders
+                    if not self._decoded_ready():
+                        return False
+            self._take(next(self.decoded, _END))
+        return True
+
+    def prepend(self, requests: Iterable[Request]) -> None:
+        """Put requests back at the front (an engine's unsubmitted requests, after it broke)."""
+        self.pending.extendleft(reversed(list(requests)))
+
+    def _take(self, result) -> None:
+        if result is _END:
+            self.ended = True
+        else:
+            self.pending.extend(self._requests_of(result))
+
+    def _requests_of(self, result: DecodeResult) -> list[Request]:
+        job, key = self.job, self.keys[result.path]
         if not result.ok:
-            for record in error_records(job, done, key, f"decode: {result.error}", decode_s=round(result.seconds, 4)):
-                emit(record)
-            continue
+            for record in error_records(job, self.done, key, f"decode: {result.error}",
+                                        decode_s=round(result.seconds, 4)):
+                self.emit(record)
+            return []
         clip = result.clip
-        decode_s, indices, backend, notes = clip.decode_seconds, clip.indices, clip.backend, clip.notes
-        times, seek = clip.times, clip.seek
-        tally.decode_s += clip.decode_seconds
+        self.tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
-        refused = refusal(len(clip.frames), metadata, limits, budget)
+        budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
+        refused = refusal(len(clip.frames), metadata, self.limits, budget)
         if refused is not None:
-            for record in error_records(job, done, key, f"refused before generation: {refused}",
+            for record in error_records(job, self.done, key, f"refused before generation: {refused}",
                                         decode_s=round(clip.decode_seconds, 4), decoder=clip.backend):
-                emit(record)
-            continue
+                self.emit(record)
+            return []
         frames = _apply_ablation(clip, job.ablation)
-        del clip, result  # the requests hold the frames; nothing else here may keep them alive
-        for video, task, adapter in _keys(job, key):
-            if done((video, task, adapter)):
-                continue
-            forced = job.forced_lengths.draw(video, task, adapter) if job.forced_lengths is not None else None
-            yield Request(key=video, task=task, adapter=adapter,
-                          prompt=build_prompt(job.model.family, task), frames=frames,
-                          video_metadata=metadata, forced_output_tokens=forced,
-                          context={"decode_s": decode_s, "indices": indices, "times": times, "seek": seek,
-                                   "frames": len(frames),
-                                   "backend": backend, "notes": notes, "queued_at": time.perf_counter()})
-        del frames
+        context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
+                   "frames": len(frames), "backend": clip.backend, "notes": clip.notes,
+                   "queued_at": time.perf_counter()}
+        # the requests hold the frames; nothing else here may keep them alive
+        return [Request(key=video, task=task, adapter=adapter, prompt=build_prompt(job.model.family, task),
+                        frames=frames, video_metadata=metadata, context=dict(context),
+                        forced_output_tokens=(job.forced_lengths.draw(video, task, adapter)
+                                              if job.forced_lengths is not None else None))
+                for video, task, adapter in _keys(job, key) if not self.done((video, task, adapter))]
 
 
 def _base_record(job: JobConfig, video: str, task: str, adapter: str | None) -> dict:

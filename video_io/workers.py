@@ -18,7 +18,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
 
@@ -162,49 +162,86 @@ class DecodePool:
         self._workers[self._workers.index(worker)] = _Worker(self._ctx, self.spec, self.decode_fn)
         self.restarts += 1
 
-    def imap(self, paths: Iterable[str]) -> Iterator[DecodeResult]:
-        if self.n_workers == 0:
-            for path in paths:
-                yield _decode_to_result(str(path), self.spec, self.decode_fn)
-            return
-        if not self._workers:
+    def imap(self, paths: Iterable[str]) -> "DecodeStream":
+        """Decode `paths`; an iterator of results in completion order (DecodeStream)."""
+        if self.n_workers and not self._workers:
             raise RuntimeError("use DecodePool as a context manager: `with DecodePool(...) as pool`")
-        todo = iter(paths)
-        exhausted = False
-        ready: deque[DecodeResult] = deque()
-        while True:
-            for worker in self._workers:  # keep every idle worker busy
-                if worker.path is None and not exhausted:
-                    path = next(todo, None)
-                    if path is None:
-                        exhausted = True
-                    else:
-                        worker.give(str(path))
-            busy = [w for w in self._workers if w.path is not None]
-            if not busy and not ready:
-                return
-            if not ready:
-                now = time.perf_counter()
-                deadline = min(w.started + self.timeout_s for w in busy)
-                for conn in wait([w.conn for w in busy], timeout=max(0.0, deadline - now)):
-                    worker = next(w for w in busy if w.conn is conn)
-                    try:
-                        ready.append(conn.recv())
-                        worker.path = None
-                    except (EOFError, OSError):
-                        worker.process.join(timeout=5)  # reap it, so its exit code is known
-                        code = worker.process.exitcode
-                        ready.append(DecodeResult(worker.path, None,
-                                                  f"decoder process died ({_exit_reason(code)}): "
-                                                  f"the decoder crashed on this file",
-                                                  time.perf_counter() - worker.started))
-                        self._replace(worker)
-                now = time.perf_counter()
-                for worker in [w for w in busy if w.path is not None and now - w.started > self.timeout_s]:
-                    ready.append(DecodeResult(worker.path, None,
-                                              f"decode timed out after {self.timeout_s:g}s (decoder killed): the "
-                                              f"file is damaged, unreadable or too big for the time limit",
-                                              now - worker.started))
-                    self._replace(worker)
-            while ready:
-                yield ready.popleft()
+        return DecodeStream(self, paths)
+
+
+class DecodeStream:
+    """The results of DecodePool.imap, in completion order. `next()` waits for a decoder; `ready()`
+    says, without waiting, whether `next()` would return at once (a result is in, or the stream has
+    ended), so a consumer with other work (an engine with requests in flight) takes only what is done.
+
+    Each call hands every idle decoder its next path first: decoders work while the consumer does
+    something else, each holding at most one finished clip until the consumer takes it."""
+
+    def __init__(self, pool: DecodePool, paths: Iterable[str]):
+        self.pool, self.todo = pool, iter(paths)
+        self.exhausted = False  # every path handed out
+        self.results: deque[DecodeResult] = deque()
+
+    def __iter__(self) -> "DecodeStream":
+        return self
+
+    def __next__(self) -> DecodeResult:
+        if self.pool.n_workers == 0:  # in this process, no deadline
+            path = next(self.todo)
+            return _decode_to_result(str(path), self.pool.spec, self.pool.decode_fn)
+        while not self.results:
+            self._hand_out()
+            busy = self._busy()
+            if not busy:
+                raise StopIteration
+            deadline = min(w.started + self.pool.timeout_s for w in busy)
+            self._collect(busy, max(0.0, deadline - time.perf_counter()))
+        return self.results.popleft()
+
+    def ready(self) -> bool:
+        if self.pool.n_workers == 0 or self.results:
+            return True
+        self._hand_out()
+        busy = self._busy()
+        if not busy:
+            return True  # ended: next() raises StopIteration at once
+        self._collect(busy, 0.0)
+        return bool(self.results)
+
+    def _busy(self) -> list[_Worker]:
+        return [w for w in self.pool._workers if w.path is not None]
+
+    def _hand_out(self) -> None:
+        """Give every idle decoder its next path."""
+        for worker in self.pool._workers:
+            if worker.path is None and not self.exhausted:
+                path = next(self.todo, None)
+                if path is None:
+                    self.exhausted = True
+                else:
+                    worker.give(str(path))
+
+    def _collect(self, busy: list[_Worker], timeout: float) -> None:
+        """Take the results that arrive within `timeout` s; a decoder that died or overran its
+        deadline is replaced and its clip becomes an error result."""
+        pool = self.pool
+        for conn in wait([w.conn for w in busy], timeout=timeout):
+            worker = next(w for w in busy if w.conn is conn)
+            try:
+                self.results.append(conn.recv())
+                worker.path = None
+            except (EOFError, OSError):
+                worker.process.join(timeout=5)  # reap it, so its exit code is known
+                code = worker.process.exitcode
+                self.results.append(DecodeResult(worker.path, None,
+                                                 f"decoder process died ({_exit_reason(code)}): "
+                                                 f"the decoder crashed on this file",
+                                                 time.perf_counter() - worker.started))
+                pool._replace(worker)
+        now = time.perf_counter()
+        for worker in [w for w in busy if w.path is not None and now - w.started > pool.timeout_s]:
+            self.results.append(DecodeResult(worker.path, None,
+                                             f"decode timed out after {pool.timeout_s:g}s (decoder killed): the "
+                                             f"file is damaged, unreadable or too big for the time limit",
+                                             now - worker.started))
+            pool._replace(worker)

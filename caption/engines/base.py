@@ -74,6 +74,22 @@ def pull(requests: Iterator[Request], n: int) -> list[Request]:
     return batch
 
 
+def take_ready(requests: Iterator[Request], n: int, wait_for_one: bool) -> tuple[list[Request], bool]:
+    """Up to n requests that the stream has ready now, and whether it has ended; with `wait_for_one`,
+    the first is waited for. A stream that cannot say what is ready (no `ready()`: a list, a
+    generator) gives up to n as they come, waiting for each."""
+    ready = getattr(requests, "ready", None)
+    batch: list[Request] = []
+    while len(batch) < n:
+        if ready is not None and not (wait_for_one and not batch) and not ready():
+            return batch, False
+        request = next(requests, None)
+        if request is None:
+            return batch, True
+        batch.append(request)
+    return batch, False
+
+
 class StageClock:
     """Seconds spent per named stage of one thread's loop (`with clock("engine_step"): ...`).
     Stages timed by one clock never overlap, so their sum is at most the wall time."""

@@ -2,7 +2,9 @@
 
 Requests are handed to vLLM's offline engine ahead of time (up to `max_inflight`), so its
 scheduler always has a full batch to work with (continuous batching) while decoder processes
-prepare the next clips. Memory for frames stays bounded by `max_inflight`.
+prepare the next clips. Between steps it takes the clips decoded by then and never stops its steps
+to wait for more while it has requests in flight (base.take_ready). Memory for frames stays bounded
+by `max_inflight`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, pull, reply_text
+from caption.engines.base import Request, Result, StageClock, pull, reply_text, take_ready
 from caption.outcome import EngineFailure
 from families import get_family
 
@@ -287,9 +289,9 @@ class VllmEngine:
             while True:
                 ready, waiting = waiting, []
                 room = min(self.refill, self.max_inflight - len(inflight)) - len(ready)
-                if not exhausted and room > 0:  # top up, a scheduler batch at a time
-                    batch = pull(stream, room)
-                    exhausted = len(batch) < room
+                if not exhausted and room > 0:  # top up, at most a scheduler batch at a time, with the
+                    # clips decoded by now: waiting for more would stop the steps of those in flight
+                    batch, exhausted = take_ready(stream, room, wait_for_one=not inflight and not ready)
                     ready += batch
                 for request in ready:
                     group = (request.key, request.adapter)  # adapters change the KV: no sharing across them

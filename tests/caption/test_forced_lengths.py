@@ -155,6 +155,42 @@ def test_the_job_forces_the_drawn_lengths_and_reports_where_its_time_went(compos
                                                             abs=0.01)
 
 
+class _Gate:
+    """A request stream that says which requests are ready (as the job's RequestIntake does for
+    decoded clips): `opened` of them; the test opens more as results come back."""
+
+    def __init__(self, requests, opened):
+        self.items, self.opened, self.pulled = list(requests), opened, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        self.pulled += 1
+        return self.items.pop(0)
+
+    def ready(self):
+        return not self.items or self.pulled < self.opened
+
+
+@pytest.mark.slow
+def test_vllm_steps_with_what_is_ready_instead_of_waiting_for_more(job_config, synth_dir, vllm_engine):
+    """With requests in flight, vLLM takes only those the stream has ready and goes on stepping: the
+    first result comes back while later clips are still being decoded (here: not opened), instead of
+    the engine stopping its steps to wait for a scheduler batch of them."""
+    job = job_config([])
+    gate = _Gate(_requests(job, synth_dir, [6] * 6), opened=2)
+    pulled_at_results = []
+    for result in vllm_engine.run(gate):
+        assert result.error is None
+        pulled_at_results.append(gate.pulled)
+        gate.opened = 6  # the other clips are decoded now
+    assert len(pulled_at_results) == 6 and gate.pulled == 6
+    assert pulled_at_results[0] == 2  # only the ready ones were taken before the first result
+
+
 @pytest.mark.slow
 def test_the_engine_only_benchmark_does_the_jobs_work(synth_dir):
     """scripts/bench_engine_only.py (vLLM alone, the throughput bench_engines holds the job against)

@@ -16,3 +16,10 @@ def crash_on_name(path, spec):
     if "crash" in os.path.basename(path):
         os._exit(11)  # like a segfault in native code: no exception, the process is gone
     return decode_clip(path, spec)
+
+
+def slow_on_name(path, spec):
+    """A decoder that takes seconds without using the CPU (a clip on slow storage)."""
+    if "slow" in os.path.basename(path):
+        time.sleep(1.5)
+    return decode_clip(path, spec)

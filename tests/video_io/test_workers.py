@@ -8,7 +8,7 @@ import time
 from video_io.decode import DecodeSpec
 from video_io.workers import DecodePool
 
-from tests.video_io.hanging_decoders import crash_on_name, hang_on_name
+from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, slow_on_name
 
 
 def _folder(tmp_path, synth_dir, names):
@@ -50,3 +50,27 @@ def test_in_process_mode(tmp_path, synth_dir):
     paths = _folder(tmp_path, synth_dir, ["a.mp4"])
     results = list(DecodePool(DecodeSpec(), workers=0).imap(paths))
     assert len(results) == 1 and results[0].ok
+
+
+def test_ready_says_without_waiting_whether_a_result_is_in(tmp_path, synth_dir):
+    """A consumer with other work (an engine with requests in flight) asks ready() and takes only
+    what is decoded: ready() is False while the decoder works, True once its clip is in and at the
+    end, and a decoder that overruns its deadline is still caught by it."""
+    paths = _folder(tmp_path, synth_dir, ["slow.mp4", "hang.mp4"])
+    with DecodePool(DecodeSpec(), workers=1, timeout_s=4, decode_fn=slow_on_name) as pool:
+        stream = pool.imap(paths[:1])
+        assert stream.ready() is False  # the decoder has the clip, for 1.5 s
+        deadline = time.perf_counter() + 30
+        while not stream.ready():
+            assert time.perf_counter() < deadline
+            time.sleep(0.05)
+        assert next(stream).ok
+        assert stream.ready() is True  # ended: next() does not wait
+        assert next(stream, None) is None
+    with DecodePool(DecodeSpec(), workers=1, timeout_s=2, decode_fn=hang_on_name) as pool:
+        stream = pool.imap(paths[1:])
+        deadline = time.perf_counter() + 30
+        while not stream.ready():
+            assert time.perf_counter() < deadline
+            time.sleep(0.05)
+        assert "timed out after 2s" in next(stream).error and pool.restarts == 1
