@@ -4,6 +4,7 @@ large sizes never need a full stack in memory."""
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str
     `rotation`: counter-clockwise degrees in the display matrix, as phones write it.
     `options`: encoder options over ENCODER_OPTIONS (e.g. a longer GOP)."""
     frame_fn = frame_fn or (lambda i: coded_frame(i, width, height))
+    policy = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
     container = av.open(str(path), "w")
     try:
         stream = container.add_stream(codec, rate=fps)
@@ -83,7 +85,18 @@ def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str
         encode_all(container, stream, frames())
     finally:
         container.close()
+        _restore_scheduling(policy)
     return path
+
+
+def _restore_scheduling(policy: tuple[int, int]) -> None:
+    """SVT-AV1 (libsvtav1, bundled with PyAV), run as root, switches the thread that opens the encoder
+    to SCHED_FIFO priority 99 (it tries to raise its own threads and logs "Failed to set thread
+    priority"). Left so, the test process and every process it starts outrank everything else on the
+    machine, and OpenMP teams that mix it with ordinary threads crawl (the whole suite took 1,401 s
+    instead of 470 s). Put the policy back."""
+    if (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) != policy:
+        os.sched_setscheduler(0, policy[0], os.sched_param(policy[1]))
 
 
 def write_audio_only(path: Path, seconds: float = 1.0) -> Path:

@@ -8,6 +8,7 @@ index so a test can tell exactly which frames came back."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -261,7 +262,10 @@ def test_variable_frame_rate_is_sampled_uniformly_in_time(tmp_path, backend):
     ("libsvtav1", "mkv", "auto"), ("mpeg4", "avi", "auto"),
 ])
 def test_codecs_decode_exactly_the_sampled_frames(tmp_path, codec, ext, backend):
+    policy = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
     path = write_clip(tmp_path / f"c.{ext}", 100, codec=codec)
+    # the encoder leaves the test process's scheduling as it was (libsvtav1 as root: SCHED_FIFO 99)
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == policy
     spec = DecodeSpec(sampling=SamplingSpec("uniform", num_frames=12), width=56, height=56, backend=backend)
     clip = decode_clip(str(path), spec)
     assert clip.backend == ("pyav" if backend == "auto" else backend)
