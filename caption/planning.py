@@ -100,7 +100,28 @@ def plan_job(job: JobConfig) -> JobConfig:
     workers = job.decode_workers
     if workers == "auto":
         workers = auto_decode_workers(str(job.gpu.get("device")), len(os.sched_getaffinity(0)))
+    if job.decode.backend == "nvdec":
+        check_nvdec(job)
+        plan.warnings.append(f"video.backend=nvdec: each of the {workers} decoder processes holds a CUDA context "
+                             "on the GPU beside the engine's share (gpu.gpu_memory_utilization); if clips fail "
+                             "for GPU memory, lower video.workers")
     return dataclasses.replace(job, plan=plan, model=model, decode_workers=workers)
+
+
+def check_nvdec(job: JobConfig) -> None:
+    """`video.backend=nvdec` where it can run: the local runner (Ray's decoding actors are given no GPU)
+    on a machine where FFmpeg opens a CUDA device (asked of a child process: video_io/nvdec.py)."""
+    if job.runner.name != "local":
+        raise ConfigError("`video.backend=nvdec` decodes in the local runner's processes and Ray's decoding "
+                          "actors hold no GPU: use runner=local, or video.backend=auto")
+    if job.plan_only:  # a plan may be made for another machine
+        return
+    from video_io.nvdec import probe_in_child
+
+    reason = probe_in_child()
+    if reason:
+        raise ConfigError(f"`video.backend=nvdec` needs an NVIDIA GPU and its driver, and FFmpeg could not open "
+                          f"a CUDA device here ({reason}): use video.backend=auto to decode on the CPU")
 
 
 def auto_decode_workers(device: str, cpus: int) -> int:

@@ -5,7 +5,7 @@
 Makes (once, kept in --out) the clips issue 12 names with the footage generator
 (video_io/synth/footage.py): 1080p H.264 20 s with a 2-s GOP and with a 250-frame GOP, 1080x1920
 portrait H.264, 4K HEVC 10 s and 20 s (at the camera-like ~37 Mbit/s; the same pictures also at
-19 and 10 Mbit/s, as web and stock downloads come). Decodes each with backend=auto and
+19 and 10 Mbit/s, as web and stock downloads come). Decodes each with backend=auto (--backend nvdec: on the GPU) and
 video.seek=auto|keyframe|exact at the embedded model's budget (3136 px, multiple 28), min of --repeat
 runs; with one core (taskset) seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
 keyframe-only decode (-skip_frame nokey), one thread, for reference.
@@ -111,35 +111,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "bench_decode")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clips", default=",".join(CLIPS), help="comma-separated subset of " + ", ".join(CLIPS))
+    parser.add_argument("--backend", choices=["auto", "nvdec"], default="auto",
+                        help="nvdec: decode on the GPU (video_io/nvdec.py); cpu_s_per_clip then says what the CPU spent")
     args = parser.parse_args(argv)
+    if args.backend == "nvdec":
+        from video_io.nvdec import unavailable_reason
+
+        if (reason := unavailable_reason()) is not None:
+            parser.error(f"--backend nvdec: FFmpeg could not open a CUDA device here ({reason})")
     cores = len(os.sched_getaffinity(0))
     rows = []
     for name in args.clips.split(","):
         path = make_clip(args.out, name)
         row = {"clip": name, "file": path.name, "cores": cores}
         for seek in SEEK_MODES:
-            spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek)
-            best, clip = float("inf"), None
+            spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek, backend=args.backend)
+            best, cpu, clip = float("inf"), float("inf"), None
             for _ in range(args.repeat):
+                started = time.process_time()  # this process's CPU time, every thread (FFmpeg's, the driver's)
                 clip = decode_clip(str(path), spec)
+                cpu = min(cpu, time.process_time() - started)
                 best = min(best, clip.decode_seconds)
             row[seek] = {"s_per_clip": round(best, 4), "core_s_per_clip": round(best * cores, 4),
-                         "used": clip.seek, "backend": clip.backend, "indices": clip.indices,
-                         "times": clip.times}
+                         "cpu_s_per_clip": round(cpu, 4), "used": clip.seek, "backend": clip.backend,
+                         "indices": clip.indices, "times": clip.times}
         row["thumbnails_s"] = thumbnail_seconds(path, row["auto"]["indices"], args.repeat)
         row["ffmpeg_full_s"] = ffmpeg_seconds(path, False, args.repeat)
         row["ffmpeg_keyframes_s"] = ffmpeg_seconds(path, True, args.repeat)
         rows.append(row)
-        print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s({row[m]['used']},{row[m]['backend']})"
+        print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s cpu {row[m]['cpu_s_per_clip']:.3f}s"
+                                          f"({row[m]['used']},{row[m]['backend']})"
                                           for m in SEEK_MODES)
               + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}"
               + f"  thumbnails {row['thumbnails_s']}", flush=True)
-    print(f"\n| clip | cores | auto s/clip | keyframe s/clip | exact s/clip | ffmpeg full | ffmpeg keyframes |")
+    print(f"\n| clip ({args.backend}) | cores | auto s/clip (CPU s) | keyframe s/clip (CPU s) | exact s/clip (CPU s) "
+          f"| ffmpeg full | ffmpeg keyframes |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         ff = [f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("ffmpeg_full_s", "ffmpeg_keyframes_s")]
-        print(f"| {r['clip']} | {r['cores']} | {r['auto']['s_per_clip']:.3f} ({r['auto']['used']}) | "
-              f"{r['keyframe']['s_per_clip']:.3f} | {r['exact']['s_per_clip']:.3f} | {ff[0]} | {ff[1]} |")
+        cells = [f"{r[m]['s_per_clip']:.3f} ({r[m]['cpu_s_per_clip']:.3f})" for m in ("auto", "keyframe", "exact")]
+        print(f"| {r['clip']} | {r['cores']} | {cells[0]} {r['auto']['used']} | {cells[1]} | {cells[2]} | "
+              f"{ff[0]} | {ff[1]} |")
     print(f"\n| clip | thumbnails, PyAV from keyframes (now) | decord | PyAV from the start | decord / now "
           f"| from start / now |")
     print("|---|---|---|---|---|---|")

@@ -5,7 +5,8 @@ timestamp), it turns rotated clips upright, and it is the faster decoder here in
 (README "Decoding": 1080p H.264, 8 frames, one core: keyframe 0.25 s against decord's 0.46 s,
 exact 1.44 s against 2.27 s). `backend=decord` (the maintained `decord2` package, FFmpeg 8) stays
 for comparison; it returns neighbouring frames in HEVC and MPEG-4 with B-frames and refuses
-rotated clips (DECORD_EXACT_CODECS).
+rotated clips (DECORD_EXACT_CODECS). `backend=nvdec` is the PyAV path with the GPU's decoder
+(video_io/nvdec.py): the same frames, seeks and records, the pictures reconstructed by NVDEC.
 
 Both decoders scale every kept frame to the requested size as it is decoded (decord in its
 FFmpeg filter graph, PyAV per frame), so a 4K clip never has a stack of full-size frames in
@@ -40,7 +41,7 @@ from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
 
-BACKENDS = ("decord", "pyav", "auto")
+BACKENDS = ("decord", "pyav", "auto", "nvdec")
 SEEK_MODES = ("auto", "keyframe", "exact")
 # Codecs decord (decord2 3.4) seeks exactly in. Measured here: HEVC and MPEG-4 Part 2 with
 # B-frames returned neighbouring frames (index 251 gave 252, 299 gave 252); video_io/thumbnails.py
@@ -106,7 +107,8 @@ class DecodeSpec:
     sampling: SamplingSpec = SamplingSpec()
     width: int | None = None  # exactly this size (both set); None: aspect-preserving within max_pixels
     height: int | None = None
-    backend: str = "auto"  # "auto": PyAV (module docstring); "decord" or "pyav" to force one
+    backend: str = "auto"  # "auto": PyAV (module docstring); "decord" or "pyav" to force one; "nvdec": PyAV
+    # decoding on the GPU (video_io/nvdec.py)
     max_pixels: int | None = None  # pixel budget per frame (aspect kept); None with no width/height: source size
     size_multiple: int = 28  # both sides a multiple of this (the model's patch x merge)
     seek: str = "auto"  # "exact", "keyframe" or "auto" (module docstring)
@@ -254,7 +256,7 @@ def _span(times: np.ndarray) -> float:
     return float(times[-1] - times[0] + np.median(np.diff(times)))
 
 
-def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
+def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
     """Two passes: packet timestamps (demux only) pick the frames, then decode them, scaling and
     converting only the frames picked. Frame-accurate for every codec FFmpeg decodes: frames
     are matched by timestamp. Every stream property is read while its container is open: read
@@ -286,8 +288,10 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
     wanted = sorted({pts[i] for i in indices})
     stats = decode_counters()
     images, rotation, rejected = decode_sampled(source.uri, lambda turn, w, h: _coded_size(spec, turn, w, h),
-                                                wanted, key_list, seek, stats)
+                                                wanted, key_list, seek, stats, on_gpu=on_gpu)
     notes = [note] if note else []
+    if on_gpu and not stats["on_gpu"]:
+        notes.append("NVDEC cannot decode this stream (its codec or profile): decoded on the CPU")
     if rejected:
         notes.append(f"{rejected} damaged packets skipped (none of the sampled frames)")
     return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes,
@@ -295,7 +299,9 @@ def _pyav(source: Source, spec: DecodeSpec) -> _Decoded:
 
 
 def _route(source: Source, spec: DecodeSpec) -> tuple[str, Probe | None]:
-    """(backend, probe): PyAV unless decord is forced; decord refuses a rotated clip."""
+    """(backend, probe): PyAV unless decord or NVDEC is asked for; decord refuses a rotated clip."""
+    if spec.backend == "nvdec":
+        return "nvdec", None
     if spec.backend != "decord":
         return "pyav", None
     try:
@@ -328,7 +334,12 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
     """Route, decode and check the timing of an opened file."""
     backend, info = _route(source, spec)
     notes: list[str] = []
-    got = _pyav(source, spec) if backend == "pyav" else _decord(source, spec, info)
+    if backend == "decord":
+        got = _decord(source, spec, info)
+    else:
+        got = _pyav(source, spec, on_gpu=backend == "nvdec")
+        if backend == "nvdec" and not got.stats["on_gpu"]:
+            backend = "pyav"  # the record names the decoder that made the frames
     source.check_unchanged()
     notes.extend(got.notes)
     if got.rotation:

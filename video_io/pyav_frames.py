@@ -33,20 +33,30 @@ def packet_index(container, stream) -> tuple[list[int], list[int]]:
 
 def decode_counters() -> dict:
     """One clip's decoding counted: packets fed to the decoder (skipped ones too), frames it output,
-    frames it output again (a frame decoded twice), frames converted to RGB."""
-    return {"packets": 0, "decoded": 0, "repeated": 0, "converted": 0}
+    frames it output again (a frame decoded twice), frames converted to RGB, and of the frames
+    output those NVDEC decoded (video_io/nvdec.py; 0 in software)."""
+    return {"packets": 0, "decoded": 0, "repeated": 0, "converted": 0, "on_gpu": 0}
 
 
 def decode_sampled(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int], mode: str = "exact",
-                   stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
+                   stats: dict | None = None, on_gpu: bool = False) -> tuple[dict[int, np.ndarray], int, int]:
     """decode_wanted with seeking, sequentially where a seek lands wrong (a damaged index, MPEG-TS);
-    DecodeError when a wanted frame cannot be decoded."""
+    DecodeError when a wanted frame cannot be decoded. `on_gpu`: decode with NVDEC (video_io/nvdec.py)."""
     stats = decode_counters() if stats is None else stats
+    hwaccel = None
+    if on_gpu:
+        from video_io.nvdec import hwaccel as nvdec_hwaccel
+
+        hwaccel = nvdec_hwaccel()
     try:
-        images, rotation, rejected = decode_wanted(uri, size_for, wanted, keys, True, mode=mode, stats=stats)
+        images, rotation, rejected = decode_wanted(uri, size_for, wanted, keys, True, mode=mode, stats=stats,
+                                                   hwaccel=hwaccel)
         if len(images) < len(wanted):
-            images, rotation, rejected = decode_wanted(uri, size_for, wanted, [], False, stats=stats)
+            images, rotation, rejected = decode_wanted(uri, size_for, wanted, [], False, stats=stats,
+                                                       hwaccel=hwaccel)
     except Exception as exc:
+        if on_gpu:  # a damaged packet is skipped (decode_wanted); what fails here is more likely the device
+            raise DecodeError("decoding on the GPU failed: " + library_reason(exc, "nvdec")) from None
         raise DecodeError("damaged video data: " + library_reason(exc, "pyav")) from None
     missing = len(wanted) - len(images)
     if missing:
@@ -95,14 +105,16 @@ def frames_at(source: Source, indices: list[int], size: tuple[int, int] | None =
 
 
 def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int], seek: bool,
-                  mode: str = "exact", stats: dict | None = None) -> tuple[dict[int, np.ndarray], int, int]:
+                  mode: str = "exact", stats: dict | None = None,
+                  hwaccel=None) -> tuple[dict[int, np.ndarray], int, int]:
     """({pts: frame} for the `wanted` timestamps (ascending), rotation, packets rejected).
 
     With `seek`, jumps to the keyframe before each wanted frame when that keyframe lies beyond
     what has been decoded (8 frames of a 60 s clip then cost 8 GOPs, not the whole clip) and
     skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
     keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
-    Packets the decoder rejects (damaged data) are skipped. `stats`: decode_counters."""
+    Packets the decoder rejects (damaged data) are skipped. `stats`: decode_counters. `hwaccel`:
+    av.open's, to decode on a GPU (video_io/nvdec.py); the pictures come back to host memory."""
     import av
 
     images: dict[int, np.ndarray] = {}
@@ -111,9 +123,11 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
     wanted_set = set(wanted)
     seen: set[int] = set()
     unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
-    with av.open(uri, metadata_errors="replace") as container:
+    with av.open(uri, metadata_errors="replace", hwaccel=hwaccel) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
+        if hwaccel is not None:  # the CPU only parses; every frame thread would hold GPU surfaces of its own
+            stream.thread_count = 1
         # A decoder holds each frame back until it has decoded the frames that may come before it on
         # screen (B-frame reordering, frame threads): for a wanted keyframe, the next keyframes (keyframe
         # mode skips every other frame) or the rest of its GOP. So when a wanted keyframe is the last
@@ -149,6 +163,9 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
                         continue
                     last = frame.pts
                     stats["decoded"] += 1
+                    # FFmpeg sets the context's format to the device's ("cuda") once NVDEC decodes,
+                    # and to a software format where it fell back (a profile the GPU lacks)
+                    stats["on_gpu"] += hwaccel is not None and stream.codec_context.pix_fmt == "cuda"
                     stats["repeated"] += frame.pts in seen
                     seen.add(frame.pts)
                     if rotation is None:

@@ -106,3 +106,24 @@ def test_the_kernel_probe_reads_the_library_vllm_loads():
         "_C" if torch.cpu._is_avx512_bf16_supported() else "_C_AVX512")
     assert library.name.split(".")[0] == expected
     assert cpu_kernels.has_w4a16() == (cpu_kernels.W4A16_OP in library.read_bytes())
+
+
+def test_nvdec_is_refused_before_loading_where_it_cannot_run(compose_config, synth_dir, tmp_path):
+    """video.backend=nvdec needs the local runner and a CUDA device FFmpeg can open: without them the job
+    stops at its plan, with one line naming the cause and the setting to use instead."""
+    from video_io.nvdec import unavailable_reason
+
+    with pytest.raises(ConfigError, match="Ray's decoding actors hold no GPU: use runner=local, or video.backend=auto"):
+        _job(compose_config, synth_dir, tmp_path, "video.backend=nvdec", "runner=ray")
+    planned = load_planned_job(compose_config(["plan_only=true", "gpu=h100", "model=qwen2_5_vl_7b",
+                                               "video.backend=nvdec", "video.workers=6"]))
+    assert any(w.startswith("video.backend=nvdec: each of the 6 decoder processes holds a CUDA context")
+               for w in planned.plan.warnings)  # a plan for another machine is made without probing this one
+    reason = unavailable_reason()
+    if reason is None:  # a GPU machine: the job plans, and its decoders open the device
+        assert _job(compose_config, synth_dir, tmp_path, "video.backend=nvdec").decode.backend == "nvdec"
+        return
+    with pytest.raises(ConfigError) as caught:
+        _job(compose_config, synth_dir, tmp_path, "video.backend=nvdec")
+    assert str(caught.value) == (f"`video.backend=nvdec` needs an NVIDIA GPU and its driver, and FFmpeg could not "
+                                 f"open a CUDA device here ({reason}): use video.backend=auto to decode on the CPU")

@@ -112,7 +112,7 @@ def test_a_file_that_changes_while_it_is_decoded_is_refused(tmp_path, good, monk
     shutil.copy(good, path)
     real_pyav = decode_module._pyav
 
-    def change_then_decode(source, spec):
+    def change_then_decode(source, spec, **options):
         if how == "replaced":
             (tmp_path / "staging").mkdir()
             write_clip(tmp_path / "staging" / "clip.mp4", 10)
@@ -120,7 +120,7 @@ def test_a_file_that_changes_while_it_is_decoded_is_refused(tmp_path, good, monk
         else:
             with open(path, "ab") as f:
                 f.write(b"\0" * 100)
-        return real_pyav(source, spec)
+        return real_pyav(source, spec, **options)
 
     monkeypatch.setattr(decode_module, "_pyav", change_then_decode)
     _refused(path, "the file changed while it was being decoded", DecodeSpec(backend="pyav"))

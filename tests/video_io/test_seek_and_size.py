@@ -144,7 +144,8 @@ def test_pyav_decodes_no_frame_twice_and_converts_only_kept_frames(tmp_path, cod
     assert stats["converted"] == len(set(exact.indices)) == 12
     assert stats["decoded"] <= exact.indices[-1] + 1  # never more than one pass up to the last sample
     keyed = decode_clip(path, _spec("pyav", "keyframe", frames=4))
-    assert keyed.decode_stats == {"packets": 4, "decoded": 4, "repeated": 0, "converted": 4}  # one per sample
+    assert keyed.decode_stats == {"packets": 4, "decoded": 4, "repeated": 0, "converted": 4,
+                                  "on_gpu": 0}  # one per sample, in software
 
 
 @pytest.mark.parametrize("codec", ["libx264", "libx265"])
@@ -155,7 +156,7 @@ def test_a_sampled_keyframe_alone_in_its_gop_costs_one_packet(tmp_path, codec):
     exact = decode_clip(str(_coded_clip(tmp_path, codec, gop=15)), _spec("pyav", "exact"))
     assert exact.seek == "exact" and exact.indices == [15, 45, 75, 105, 135, 165, 195, 225]
     assert [read_code(f) for f in exact.frames] == exact.indices
-    assert exact.decode_stats == {"packets": 8, "decoded": 8, "repeated": 0, "converted": 8}
+    assert exact.decode_stats == {"packets": 8, "decoded": 8, "repeated": 0, "converted": 8, "on_gpu": 0}
 
 
 def test_bad_seek_mode_and_half_a_size_are_refused():
