@@ -159,6 +159,8 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
     size = (f"{d.width}x{d.height}" if d.width else f"up to {d.max_pixels} px, aspect kept" if d.max_pixels
             else "source size")
     decoders = f", {job.decode_workers} decoder processes" if job.runner.name == "local" else ""
+    if decoders and d.backend == "nvdec":
+        decoders += " on the GPU's NVDEC"
     print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
           f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}{decoders}", file=out)
     for note in notes:

@@ -127,3 +127,15 @@ def test_nvdec_is_refused_before_loading_where_it_cannot_run(compose_config, syn
         _job(compose_config, synth_dir, tmp_path, "video.backend=nvdec")
     assert str(caught.value) == (f"`video.backend=nvdec` needs an NVIDIA GPU and its driver, and FFmpeg could not "
                                  f"open a CUDA device here ({reason}): use video.backend=auto to decode on the CPU")
+
+
+def test_the_start_lines_say_the_decoders_run_on_nvdec(compose_config):
+    import io
+
+    from caption.summary import print_job_start
+
+    job = load_planned_job(compose_config(["plan_only=true", "gpu=h100", "model=qwen2_5_vl_7b",
+                                           "video.backend=nvdec", "video.workers=6"]))
+    out = io.StringIO()
+    print_job_start(job, 3, 3, 0, [], out)
+    assert ", 6 decoder processes on the GPU's NVDEC\n" in out.getvalue()
