@@ -290,8 +290,6 @@ def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
     images, rotation, rejected = decode_sampled(source.uri, lambda turn, w, h: _coded_size(spec, turn, w, h),
                                                 wanted, key_list, seek, stats, on_gpu=on_gpu)
     notes = [note] if note else []
-    if on_gpu and not stats["on_gpu"]:
-        notes.append("NVDEC cannot decode this stream (its codec or profile): decoded on the CPU")
     if rejected:
         notes.append(f"{rejected} damaged packets skipped (none of the sampled frames)")
     return _Decoded(np.stack([images[pts[i]] for i in indices]), indices, times, rate, rotation, notes,
@@ -338,8 +336,9 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
         got = _decord(source, spec, info)
     else:
         got = _pyav(source, spec, on_gpu=backend == "nvdec")
-        if backend == "nvdec" and not got.stats["on_gpu"]:
-            backend = "pyav"  # the record names the decoder that made the frames
+        if backend == "nvdec" and not got.stats["on_gpu"]:  # the record names the decoder that made the frames
+            backend = "pyav"
+            notes.append("NVDEC cannot decode this stream (its codec or profile): decoded on the CPU")
     source.check_unchanged()
     notes.extend(got.notes)
     if got.rotation:

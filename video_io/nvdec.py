@@ -22,6 +22,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 from video_io.source import DecodeError
 
@@ -90,8 +91,9 @@ def probe_in_child(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """unavailable_reason, asked of a fresh Python process (this one stays without CUDA)."""
     code = "from video_io.nvdec import unavailable_reason as r; print(r() or '', end='')"
     try:
+        # run from the folder holding video_io/, so the child imports this same code, installed or not
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s,
-                              cwd=_repo_root())
+                              cwd=Path(__file__).resolve().parent.parent)
     except subprocess.TimeoutExpired:
         return f"opening the CUDA device took over {timeout_s:.0f} s"
     if done.returncode != 0:
@@ -99,9 +101,3 @@ def probe_in_child(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
         return f"the NVDEC probe process failed (exit {done.returncode}): {tail}"
     return done.stdout.strip() or None
 
-
-def _repo_root() -> str:
-    """The folder holding video_io/, so the child imports this same code (an editable install or not)."""
-    from pathlib import Path
-
-    return str(Path(__file__).resolve().parent.parent)
