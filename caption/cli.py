@@ -15,14 +15,11 @@ import signal
 import sys
 import traceback
 
-import hydra
-from omegaconf import DictConfig
-
-from caption.config import CONF_DIR, ConfigError
+# Only light modules before the signal handlers are in place (main): an interrupt while the heavy
+# ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
-from caption.outcome import EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, JobInterrupted
-from caption.records import OutputRefused
-from caption.sweep import in_multirun, run_dir
+from caption.outcome import (EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED,
+                             JobInterrupted)
 
 LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does not show
 
@@ -42,19 +39,27 @@ def install_signal_handlers() -> None:
         signal.signal(signum, _on_signal)
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _main(cfg: DictConfig) -> float | None:
+def _job(cfg) -> float | None:
+    """The Hydra task: one job (one of a sweep's), from its composed config to its exit status."""
+    from caption.config import ConfigError
+    from caption.faults import WriteFailed, writing
     from caption.job import run_job
+    from caption.records import OutputRefused
+    from caption.sweep import in_multirun, run_dir
 
     folder = run_dir()
     if not cfg.get("verbose") and folder is not None:
-        console.quiet(folder / LOG_FILE)
+        with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):
+            console.quiet(folder / LOG_FILE)
     try:
         summary = run_job(cfg)
     except (ConfigError, OutputRefused) as exc:
         kind = "invalid config" if isinstance(exc, ConfigError) else "refused"
         print(f"caption: {kind}: {exc}", file=console.err)
         sys.exit(EXIT_USAGE)
+    except WriteFailed as exc:  # before the job had its records open, e.g. a read-only output folder
+        print(f"caption: {exc}", file=console.err)
+        sys.exit(EXIT_WRITE_FAILED)
     except Exception:  # a bug: the whole traceback on the terminal and in the log
         trace = traceback.format_exc()
         print(trace, file=sys.stderr)
@@ -64,7 +69,7 @@ def _main(cfg: DictConfig) -> float | None:
     finally:
         console.restore()
     status = summary.get("exit_status", EXIT_OK)
-    if status == EXIT_ENGINE_DIED:
+    if status in (EXIT_ENGINE_DIED, EXIT_WRITE_FAILED):
         print(f"caption: {summary.get('stop_reason')}", file=sys.stderr)
     if status != EXIT_OK and not in_multirun():  # a sweep goes on; its table shows each job
         sys.exit(status)
@@ -74,12 +79,38 @@ def _main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     install_signal_handlers()
+    # Hydra's own errors (a bad override, a run folder it cannot make) come to us instead of its report,
+    # which prints a traceback and exits 1: they are the user's to fix (2) or the machine's (5)
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        _main()
+        _compose_and_run()
     except JobInterrupted:  # before the job had its records open, or while it closed them
         print("caption: interrupted; records already written are kept: run the same command again to resume",
               file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _compose_and_run() -> None:
+    import hydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from caption.config import CONF_DIR
+    from caption.faults import WriteFailed
+
+    app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)
+    try:
+        app()
+    except WriteFailed as exc:  # caption.log, a sweep table
+        print(f"caption: {exc}", file=sys.stderr)
+        sys.exit(EXIT_WRITE_FAILED)
+    except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
+        print(f"caption: invalid config: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:  # Hydra writing its files into the run folder (after the Hydra errors: some are OSErrors)
+        print(f"caption: {WriteFailed(exc.filename or 'run folder', exc, 'run folder', 'hydra.run.dir')}",
+              file=sys.stderr)
+        sys.exit(EXIT_WRITE_FAILED)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from caption.config import JobConfig, load_job_config
 from caption.console import console
 from caption.engines import build_engine
 from caption.engines.base import Request, Result
+from caption.faults import WriteFailed, check_writable, free_bytes, writing
 from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
 from caption.planning import plan_job
 from caption.prompts import build_prompt
@@ -52,7 +53,13 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     # refuse a file that is not ours before anything changes or loads (OutputRefused)
     check_output(job.output, resume=job.resume, overwrite=job.overwrite)
     check_summary(job.summary_path, overwrite=job.overwrite)
-    job.output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
+    with writing(job.output.parent, "output folder", setting="output"):
+        job.output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
+    for folder, setting in ((job.output.parent, "output"), (job.summary_path.parent, "summary_path")):
+        try:  # a read-only, unwritable or full disk: now, before the model loads, not after
+            check_writable(folder, "output folder")
+        except WriteFailed as exc:
+            raise exc.again(setting=setting) from None
     for warning in job.plan.warnings:  # e.g. a sampling knob this engine does not apply
         print(f"caption: plan warning: {warning}", file=console.err)
     reset_peak_rss()
@@ -65,7 +72,8 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
     todo = pending if job.limit is None else pending[: job.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in _keys(job, key))
-    print_job_start(job, len(videos), len(todo), tally.videos_skipped, _scope_notes(job))
+    print_job_start(job, len(videos), len(todo), tally.videos_skipped,
+                    _scope_notes(job) + _space_notes(job.output, tally.requests_todo))
 
     runner = _make_runner(job, engine)
     try:
@@ -84,6 +92,11 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
         tally.stopped, tally.stop_reason = "engine died", str(exc)
     except FailFast:
         tally.stopped = "fail_fast"
+    except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
+        written = tally.requests_ok + tally.requests_error
+        tally.stopped = "write failed"
+        tally.stop_reason = str(exc.again(tail=f"the {written} record(s) this run wrote are whole, and it "
+                                               "resumes after them"))
     finally:
         tally.close_progress()
         stats = runner.stats()
@@ -98,10 +111,23 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             summary["stopped"] = tally.stopped = "interrupted"
     summary["plan_warnings"] = list(job.plan.warnings)
     summary["exit_status"] = exit_status(summary)
-    save_summary(summary, job.summary_path)
-    print_summary(summary, job.summary_path, full=job.verbose)
-    write_result({"plan": job.plan.to_dict(), "summary": summary})
+    _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary)
+    saved = _saved(save_summary, summary, job.summary_path, summary=summary)
+    print_summary(summary, job.summary_path, full=job.verbose, saved=saved)
     return summary
+
+
+def _saved(save, *args, summary: dict) -> bool:
+    """Run `save`; where the disk refuses, the job's own stop reason (if any) stays the one reported,
+    else the failure becomes the job's (exit status 5). Whether it was saved."""
+    try:
+        save(*args)
+        return True
+    except WriteFailed as exc:
+        if summary.get("stopped") is None:
+            summary.update(stopped="write failed", stop_reason=str(exc))
+            summary["exit_status"] = exit_status(summary)
+        return False
 
 
 def _make_runner(job: JobConfig, engine=None):
@@ -226,6 +252,24 @@ def _scope_notes(job: JobConfig) -> list[str]:
         notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
                      "runner=local runs one of them: runner=ray runs them all")
     return notes
+
+
+RECORD_BYTES_GUESS = 1024  # a caption record is ~0.6-0.9 KB (the demo's); room for longer captions
+
+
+def _space_notes(output, records: int) -> list[str]:
+    """Warn where the output's disk looks too small for the records to come (the job still runs:
+    it stops cleanly when the disk fills, and a re-run resumes)."""
+    free = free_bytes(output.parent)
+    need = records * RECORD_BYTES_GUESS
+    if free is None or free >= 2 * need:
+        return []
+    return [f"the disk holding {output} has {_size(free)} free and ~{records} records need about {_size(need)}: "
+            "if it fills, the job stops (exit status 5) and a re-run resumes"]
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def _report_plan(job: JobConfig) -> dict:

@@ -5,6 +5,8 @@
     2    a bad config, or an `output` / summary file the job refuses to write; nothing ran
     3    the job finished, but some records are errors (or fail_fast stopped it at the first one)
     4    the inference engine died and could not be restarted; records written so far stay valid
+    5    a file the job writes could not be written (disk full, read-only filesystem, permission
+         denied, I/O error): the message names it; records written so far stay whole, re-run to resume
     130  interrupted (SIGINT / SIGTERM); records written so far stay valid, re-run to resume
 """
 
@@ -15,6 +17,7 @@ EXIT_BUG = 1
 EXIT_USAGE = 2
 EXIT_FAILED_RECORDS = 3
 EXIT_ENGINE_DIED = 4
+EXIT_WRITE_FAILED = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -47,6 +50,8 @@ def exit_status(summary: dict) -> int:
         return EXIT_INTERRUPTED
     if stopped == "engine died":
         return EXIT_ENGINE_DIED
+    if stopped == "write failed":
+        return EXIT_WRITE_FAILED
     if summary.get("captions_failed") or stopped == "fail_fast":
         return EXIT_FAILED_RECORDS
     return EXIT_OK

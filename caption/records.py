@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caption.faults import WriteFailed, remove_quietly, writing
+
 RecordKey = tuple[str, str, str | None]  # (video, task, adapter)
 STATUSES = ("ok", "error")
 # Every record this module writes starts with these bytes (`video` is the first key), so a cut-off
@@ -82,7 +84,9 @@ class RecordStore:
     errors: set[RecordKey] = field(default_factory=set)
     repaired_bytes: int = 0
     kept_as: Path | None = None  # the earlier file, renamed, when overwrite=true started afresh
-    _file: object = None
+    _fd: int | None = None
+    _size: int = 0  # bytes of whole records in the file: where a failed write is cut back to
+    _failed: bool = False
 
     @classmethod
     def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False) -> "RecordStore":
@@ -90,15 +94,17 @@ class RecordStore:
         not ours to write (see the module docstring)."""
         store = cls(Path(path))
         check_output(store.path, resume=resume, overwrite=overwrite)
-        if store.path.exists() and store.path.stat().st_size > 0:
-            if overwrite:
-                store.kept_as = kept_name(store.path)
-                os.replace(store.path, store.kept_as)
-            else:  # resume: check_output made sure every line is ours
-                store._load_existing()
-                if retry_errors and store.errors:
-                    store._drop_error_records()
-        store._file = open(store.path, "a", encoding="utf-8")
+        with writing(store.path, "records file"):
+            if store.path.exists() and store.path.stat().st_size > 0:
+                if overwrite:
+                    store.kept_as = kept_name(store.path)
+                    os.replace(store.path, store.kept_as)
+                else:  # resume: check_output made sure every line is ours
+                    store._load_existing()
+                    if retry_errors and store.errors:
+                        store._drop_error_records()
+            store._fd = os.open(store.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            store._size = os.fstat(store._fd).st_size
         return store
 
     def _load_existing(self) -> None:
@@ -115,29 +121,55 @@ class RecordStore:
     def _drop_error_records(self) -> None:
         """Rewrite the file without error records (atomically), so their retries replace them."""
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
-            for line in src:
-                if json.loads(line)["status"] == "ok":
-                    dst.write(line)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+                for line in src:
+                    if json.loads(line)["status"] == "ok":
+                        dst.write(line)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
+        except OSError:
+            remove_quietly(tmp)  # the records file itself is untouched
+            raise
         self.errors.clear()
 
     def done(self, key: RecordKey) -> bool:
         return key in self.ok or key in self.errors
 
     def write(self, record: dict) -> None:
-        self._file.write(_dumps(record))
-        self._file.flush()
+        """Append one record in one write. Where the disk takes only part of it (full, failing), the
+        file is cut back to the last whole record and WriteFailed says why; should the cut fail too,
+        the next open drops the partial line (_load_existing)."""
+        data = _dumps(record).encode("utf-8")
+        written = 0
+        try:
+            while written < len(data):  # a regular file takes it in one call unless the disk fills
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            self._failed = True
+            if written:
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError:
+                    pass
+            raise WriteFailed(self.path, exc, "records file") from None
+        self._size += len(data)
         (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
+        """Sync and close. After a failed write (the job is stopping for it) a failing sync is not
+        reported again."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if not self._failed:
+                raise WriteFailed(self.path, exc, "records file") from None
+        finally:
+            os.close(fd)
 
 
 def check_output(path: Path, resume: bool, overwrite: bool) -> None:
@@ -184,6 +216,7 @@ def keep_existing(path: Path) -> Path | None:
     path = Path(path)
     if path.exists() and path.stat().st_size > 0:
         kept = kept_name(path)
-        os.replace(path, kept)
+        with writing(path, "summary file", setting="summary_path"):
+            os.replace(path, kept)
         return kept
     return None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.console import console
 from caption.engines.base import StageClock
+from caption.faults import remove_quietly, writing
 
 
 @dataclass
@@ -107,7 +109,7 @@ def stage_breakdown(job_stages: dict, engine_stages: dict, wall: float) -> dict:
     return {k: round(v, 3) for k, v in stages.items()}
 
 
-def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> None:
+def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved: bool = True) -> None:
     """A few lines for the terminal (every figure is in the summary file); `full`: every key."""
     out = out or console.out
     print("\n== caption job summary ==", file=out)
@@ -141,7 +143,7 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False) -> No
     if summary.get("stopped"):
         print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
               "run the same command again to resume", file=out)
-    print(f"  summary saved to {path}", file=out)
+    print(f"  summary saved to {path}" if saved else f"  summary NOT saved: {path} could not be written", file=out)
     if console.log_path is not None:
         print(f"  full log: {console.log_path}", file=out)
 
@@ -170,7 +172,16 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
 
 
 def save_summary(summary: dict, path: Path) -> None:
-    Path(path).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write the summary whole or not at all (a reader never sees half of one); WriteFailed says why not."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    with writing(path, "summary file", setting="summary_path"):
+        try:
+            tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            remove_quietly(tmp)
+            raise
 
 
 def reset_peak_rss() -> None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+from caption.faults import WriteFailed, check_writable, writing
+from caption.outcome import EXIT_WRITE_FAILED
 
 log = logging.getLogger(__name__)
 RESULT_FILE = "result.json"
@@ -45,9 +49,10 @@ def write_result(result: dict) -> Path | None:
     folder = run_dir()
     if folder is None:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / RESULT_FILE
-    path.write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    with writing(path, "run folder's result file"):
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     return path
 
 
@@ -75,6 +80,31 @@ def collect(sweep_dir: Path) -> tuple[list[dict], list[dict]]:
     return plans, measured
 
 
+class RunFolderCheck(Callback):
+    """Before Hydra writes its files into the run (or sweep) folder: make it and write a probe, so that
+    a read-only, unwritable or full disk ends in one line naming the folder (caption/faults.py)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(Path(str(config.hydra.run.dir)))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(Path(str(config.hydra.sweep.dir)))
+
+    @staticmethod
+    def _check(folder: Path) -> None:
+        try:
+            with writing(folder, "run folder", setting="hydra.run.dir"):
+                folder.mkdir(parents=True, exist_ok=True)
+            check_writable(folder, "run folder")
+        except WriteFailed as exc:  # Hydra turns a callback's exception into a warning: exit here
+            _exit_write_failed(exc.again(setting="hydra.run.dir"))
+
+
+def _exit_write_failed(exc: WriteFailed) -> None:
+    print(f"caption: {exc}", file=sys.stderr)
+    sys.exit(EXIT_WRITE_FAILED)
+
+
 class SweepSummary(Callback):
     """Writes sweep.md and sweep.csv in the sweep folder when a multirun ends."""
 
@@ -86,5 +116,9 @@ class SweepSummary(Callback):
         if not plans:
             log.warning("no job wrote %s under %s: no sweep table", RESULT_FILE, sweep_dir)
             return
-        md, csv_path = write_sweep_table(plans, sweep_dir, measured=measured if any(measured) else None)
+        try:
+            with writing(sweep_dir, "sweep table", setting="hydra.sweep.dir"):
+                md, csv_path = write_sweep_table(plans, sweep_dir, measured=measured if any(measured) else None)
+        except WriteFailed as exc:
+            _exit_write_failed(exc)
         print(f"\nsweep summary ({len(plans)} jobs): {md}\n{md.read_text(encoding='utf-8')}\nCSV: {csv_path}")
