@@ -18,8 +18,9 @@ its segment: video_io/sampling.py cuts the clip in equal time segments, one fram
 from the keyframe before it; "keyframe" takes the keyframe nearest each sampled time instead (one
 frame decoded per sample, nothing else); "auto" (the default) takes from each segment the frame
 cheapest to decode: the segment's keyframe nearest the sampled time when it has one, else the
-segment's first frame (decoded from the keyframe before it up to the segment, not to its centre).
-Every frame then stays in its own segment, in order, at most half a segment from the exact sample;
+segment's first frame (decoded from the keyframe before it up to the segment, not to its centre),
+and spreads neighbours closer than a quarter of a segment (_spread). Every frame then stays in its
+own segment, in order, at most half a segment from the exact sample;
 a record's `seek` says "keyframe" (all were keyframes), "nearby" (some were not) or "exact"
 (a segment held no frame of its own: more samples than frames).
 """
@@ -159,9 +160,11 @@ def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[
     keys = np.asarray(sorted(key_indices))
     spacing = span / max(1, len(exact))
     if spec.seek == "auto":
-        picked = _in_segments(times, keys, exact, segment_edges(times, span, spec.sampling))
+        edges = segment_edges(times, span, spec.sampling)
+        picked = _in_segments(times, keys, exact, edges)
         if picked is None:
             return exact, "exact", None
+        picked = _spread(times, keys, picked, edges)
     else:
         picked = _nearest_keyframes(times, keys, exact)
     off = float(np.max(np.abs(times[picked] - times[exact])))
@@ -170,9 +173,9 @@ def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[
         return picked, "keyframe", (f"keyframe seek: the nearest keyframe to each sampled time (at most "
                                     f"{off:.3f} s from it; samples {spacing:.3f} s apart)")
     found = sum(i in key_set for i in picked)
-    return picked, "nearby", (f"nearby seek: {found} of {len(picked)} frames are keyframes, the others the "
-                              f"first frame of their segment (at most {off:.3f} s from the exact sample; "
-                              f"samples {spacing:.3f} s apart)")
+    return picked, "nearby", (f"nearby seek: {found} of {len(picked)} frames are keyframes, the others near "
+                              f"their segment's start, decoded on from the keyframe before them (at most "
+                              f"{off:.3f} s from the exact sample; samples {spacing:.3f} s apart)")
 
 
 def _nearest_keyframes(times: np.ndarray, keys: np.ndarray, exact: list[int]) -> list[int]:
@@ -204,6 +207,45 @@ def _in_segments(times: np.ndarray, keys: np.ndarray, exact: list[int], edges: n
         if first >= end or (picked and choice <= picked[-1]):
             return None
         picked.append(choice)
+    return picked
+
+
+MIN_GAP = 0.25  # seek=auto: neighbouring frames at least this fraction of the segment width apart
+
+
+def _spread(times: np.ndarray, keys: np.ndarray, picked: list[int], edges: np.ndarray) -> list[int]:
+    """seek=auto's picks, with no two neighbours closer than MIN_GAP x the segment width.
+
+    The cheapest frame of each segment crowds its neighbour where a segment's keyframe sits at its end
+    and the next segment has none (that one's first frame comes right after: frames 187 and 188 of a
+    phone clip). A crowded pair is spread, cheapest first: another keyframe of either segment (one packet,
+    as the one it replaces), else a later frame of the second segment (decoded on from the keyframe
+    before it: a few frames more, only for this pair). Every frame stays in its own segment."""
+    gap = MIN_GAP * float(edges[1] - edges[0])
+    picked = list(picked)
+
+    def clear(i: int, frame: int) -> bool:  # frame, as segment i's pick, keeps its distance from both neighbours
+        return ((i == 0 or times[frame] - times[picked[i - 1]] >= gap - TIE_S)
+                and (i == len(picked) - 1 or times[picked[i + 1]] - times[frame] >= gap - TIE_S))
+
+    def segment(i: int) -> tuple[int, int]:
+        return int(np.searchsorted(times, edges[i] - TIE_S)), int(np.searchsorted(times, edges[i + 1] - TIE_S))
+
+    for i in range(1, len(picked)):
+        if times[picked[i]] - times[picked[i - 1]] >= gap - TIE_S:
+            continue
+        centre = [(edges[j] + edges[j + 1]) / 2 for j in (i - 1, i)]
+        options = [(abs(times[k] - centre[j - i + 1]), j, int(k)) for j in (i - 1, i)
+                   for k in keys[(keys >= segment(j)[0]) & (keys < segment(j)[1])] if k != picked[j]]
+        fits = sorted(o for o in options if clear(o[1], o[2]))
+        if fits:
+            _, j, frame = fits[0]
+            picked[j] = frame
+            continue
+        first, end = segment(i)
+        later = int(np.searchsorted(times, times[picked[i - 1]] + gap - TIE_S))
+        if first <= later < end and clear(i, later):
+            picked[i] = later
     return picked
 
 

@@ -55,12 +55,14 @@ ENCODER_OPTIONS = {
 
 def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str = "libx264",
                fps: int = 25, times: list[float] | None = None, rotation: int = 0,
-               pix_fmt: str = "yuv420p", frame_fn=None, options: dict | None = None) -> Path:
+               pix_fmt: str = "yuv420p", frame_fn=None, options: dict | None = None,
+               keyframes: set[int] | None = None) -> Path:
     """Encode n frames (frame_fn(i) -> HxWx3 uint8, default coded_frame) to `path`.
 
     `times`: each frame's start in seconds (variable frame rate), written with a 1 ms time base.
     `rotation`: counter-clockwise degrees in the display matrix, as phones write it.
-    `options`: encoder options over ENCODER_OPTIONS (e.g. a longer GOP)."""
+    `options`: encoder options over ENCODER_OPTIONS (e.g. a longer GOP). `keyframes`: frames the encoder
+    must make keyframes (as a scene cut would; give a GOP longer than the clip to have only these)."""
     frame_fn = frame_fn or (lambda i: coded_frame(i, width, height))
     policy = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
     container = av.open(str(path), "w")
@@ -76,6 +78,8 @@ def write_clip(path: Path, n: int, width: int = 64, height: int = 64, codec: str
         def frames():
             for i in range(n):
                 frame = av.VideoFrame.from_ndarray(frame_fn(i), format="rgb24")
+                if keyframes is not None and i in keyframes:
+                    frame.pict_type = av.video.frame.PictureType.I
                 if times is None:
                     frame.pts, frame.time_base = i, Fraction(1, fps)
                 else:

@@ -13,7 +13,8 @@ from families import get_family
 from quant.memory import vision_tokens
 from quant.plan import clip_vision_tokens
 from tests.video_io.clipmakers import read_code, write_clip
-from video_io.decode import DecodeSpec, decode_clip
+from video_io import decode
+from video_io.decode import MIN_GAP, DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec
 from video_io.sizing import fit_size
 
@@ -131,6 +132,30 @@ def test_auto_takes_from_each_segment_its_keyframe_or_its_first_frame(tmp_path, 
     if backend == "pyav":  # decoded up to each segment's start, not to its centre
         assert got.decode_stats["decoded"] < exact.decode_stats["decoded"]
         assert got.decode_stats["repeated"] == 0 and got.decode_stats["converted"] == 8
+
+
+def test_auto_spreads_frames_a_keyframe_at_a_segments_end_would_crowd(tmp_path, monkeypatch):
+    """The keyframes of a phone clip (scene cuts at 30, 76, 103, 137, 187, 242 of 250 frames) put the
+    cheapest frames of neighbouring segments side by side: [30, 32, 76, 103, 137, 187, 188, 242]. Spread:
+    segment 0's other keyframe (0, one packet like 30) and, where no other keyframe exists, segment 6's
+    frame a quarter of a segment after 187 (decoded on from 187: 7 frames more than 188)."""
+    keys = {0, 30, 76, 103, 137, 187, 242}
+    path = write_clip(tmp_path / "phone.mp4", 250, 128, 96, fps=30, keyframes=keys,
+                      options={"g": "1000", "keyint_min": "1000", "sc_threshold": "0", "bf": "2", "forced-idr": "1"})
+    got = decode_clip(str(path), _spec("pyav", "auto"))
+    assert got.indices == [0, 32, 76, 103, 137, 187, 195, 242] and got.seek == "nearby"
+    assert [read_code(f) for f in got.frames] == got.indices
+    width = 250 / 8
+    gaps = [b - a for a, b in zip(got.indices, got.indices[1:])]
+    assert min(gaps) >= MIN_GAP * width  # no neighbours: at least a quarter of a segment apart
+    assert all(width * k <= i < width * (k + 1) for k, i in enumerate(got.indices))  # each in its own segment
+    # the cost of the spread: one keyframe and the frames from 188 to 195, nothing else (9 -> 15 frames
+    # decoded here; exact takes 51); clips whose cheapest frames do not crowd are decoded as before
+    monkeypatch.setattr(decode, "_spread", lambda times, keys, picked, edges: picked)
+    before = decode_clip(str(path), _spec("pyav", "auto"))
+    assert before.indices == [30, 32, 76, 103, 137, 187, 188, 242]
+    assert got.decode_stats["decoded"] - before.decode_stats["decoded"] <= 1 + (195 - 188)
+    assert got.decode_stats["repeated"] == 0
 
 
 @pytest.mark.parametrize("codec", ["libx264", "libx265"])
