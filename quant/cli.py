@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="print one plan as JSON")
     p.add_argument("--model", required=True, choices=presets.options("model"))
-    p.add_argument("--gpu", required=True, choices=presets.options("gpu"))
+    p.add_argument("--gpu", required=True, choices=presets.tiers())
     p.add_argument("--quant", default="auto", choices=presets.options("quant"))
     p.add_argument("--priority", choices=("quality", "memory"))
     p.add_argument("--checkpoint", help="pre-quantized checkpoint for quant=awq/gptq")

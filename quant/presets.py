@@ -21,6 +21,14 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+AUTO_TIER = "auto"  # conf/gpu/auto.yaml: not a tier, the machine's (quant/devices.py resolve_tier)
+
+
+def tiers() -> list[str]:
+    """The GPU tiers (conf/gpu/ without auto)."""
+    return [name for name in options("gpu") if name != AUTO_TIER]
+
+
 def load(group: str, option: str) -> dict:
     if not (CONF_DIR / group / f"{option}.yaml").exists():
         raise FileNotFoundError(f"no {group} option {option!r} (conf/{group}/{option}.yaml); "

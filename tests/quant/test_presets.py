@@ -18,7 +18,7 @@ from quant.tiers import Tier
 KEYS_TO_CHANGE = ("engine=", "quant", "model=", "gpu=", "gpu.", "video.", "model.", "sampling.")
 
 
-@pytest.mark.parametrize("name", presets.options("gpu"))
+@pytest.mark.parametrize("name", presets.tiers())
 def test_tier_yaml_loads_and_validates(name):
     cfg = OmegaConf.to_container(OmegaConf.load(presets.CONF_DIR / "gpu" / f"{name}.yaml"))
     tier = Tier.from_config(cfg)
@@ -51,7 +51,7 @@ def test_quant_options_are_known_methods(name):
 
 
 @pytest.mark.parametrize("engine", ["vllm", "hf"])
-@pytest.mark.parametrize("tier", presets.options("gpu"))
+@pytest.mark.parametrize("tier", presets.tiers())
 @pytest.mark.parametrize("model", presets.options("model"))
 def test_every_preset_yields_a_plan_or_a_reason(model, tier, engine):
     try:
