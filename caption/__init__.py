@@ -1,0 +1,19 @@
+"""vidcap-ko's caption job. From Python: `from caption import Captioner, caption_folder` (caption/api.py).
+
+The names load on first use: `caption` (the command) imports this package before its signal handlers
+are in place, so nothing heavy is imported here.
+"""
+
+__all__ = ["Captioner", "ConfigError", "caption_folder"]
+
+
+def __getattr__(name: str):
+    if name in ("Captioner", "caption_folder"):
+        from caption import api
+
+        return getattr(api, name)
+    if name == "ConfigError":
+        from caption.config import ConfigError
+
+        return ConfigError
+    raise AttributeError(f"module 'caption' has no attribute {name!r}")

@@ -19,19 +19,20 @@ import traceback
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
 from caption.outcome import (EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED,
-                             JobInterrupted)
+                             JobInterrupted, interrupts)
 
 LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does not show
 
 
 def _on_signal(signum, frame) -> None:
     terminal = console.err.fileno()  # fd 2 may be the log by now (caption/console.py)
-    if getattr(_on_signal, "seen", False):  # the second one: the user means it
+    if interrupts.received:  # the second one: the user means it
         os.write(terminal, b"\ncaption: interrupted again, exiting now\n")
         os._exit(EXIT_INTERRUPTED)
-    _on_signal.seen = True
+    interrupts.received = True
     os.write(terminal, f"\ncaption: {signal.Signals(signum).name} received, stopping (again to exit at once)\n".encode())
-    raise JobInterrupted()
+    if not interrupts.shielded:  # closing down and writing the summary go on; the summary says interrupted
+        raise JobInterrupted()
 
 
 def install_signal_handlers() -> None:
@@ -47,6 +48,8 @@ def _job(cfg) -> float | None:
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
 
+    if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
+        sys.exit(EXIT_INTERRUPTED)
     folder = run_dir()
     if not cfg.get("verbose") and folder is not None:
         with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):
@@ -78,6 +81,12 @@ def _job(cfg) -> float | None:
 
 
 def main() -> None:
+    if {"--help", "-h"} & set(sys.argv[1:]):  # ours, from the schema and the presets (Hydra's: --hydra-help)
+        from caption.config import CONF_DIR
+        from caption.help import help_text
+
+        sys.stdout.write(help_text(CONF_DIR))
+        return
     install_signal_handlers()
     # Hydra's own errors (a bad override, a run folder it cannot make) come to us instead of its report,
     # which prints a traceback and exits 1: they are the user's to fix (2) or the machine's (5)
@@ -105,7 +114,9 @@ def _compose_and_run() -> None:
         print(f"caption: {exc}", file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
     except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
-        print(f"caption: invalid config: {' '.join(str(exc).split())}", file=sys.stderr)
+        from caption.schema import explain_composition_error
+
+        print(f"caption: invalid config: {explain_composition_error(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # Hydra writing its files into the run folder (after the Hydra errors: some are OSErrors)
         print(f"caption: {WriteFailed(exc.filename or 'run folder', exc, 'run folder', 'hydra.run.dir')}",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.options import EngineOptions
 from caption.forced_lengths import ForcedLengths
@@ -44,9 +45,11 @@ class ConfigError(ValueError):
 
 
 def register_resolvers() -> None:
-    """`${vidcap_root:}` in presets points at this checkout, so shipped assets load from anywhere."""
+    """`${vidcap_root:}` in presets points at this checkout, so shipped assets load from anywhere; the
+    job's typed settings (caption/schema.py) are where conf/config.yaml's defaults list finds them."""
     if not OmegaConf.has_resolver("vidcap_root"):
         OmegaConf.register_new_resolver("vidcap_root", lambda: str(REPO_ROOT))
+    schema.register()
 
 
 register_resolvers()
@@ -106,6 +109,12 @@ class JobConfig:
     forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
+    add_beside: bool = False  # resume into an output holding records made with other settings, beside them
+    # how the records are made (caption/fingerprint.py): the job's settings and each (task, adapter)'s id;
+    # None until plan_job
+    settings: dict | None = None
+    settings_ids: dict | None = None
+    caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     raw: dict = field(repr=False, default_factory=dict)
 
     @property
@@ -166,10 +175,33 @@ def _model(cfg: DictConfig) -> ModelSettings:
     if not Path(path).expanduser().is_dir() and not _is_hub_id(path):
         raise ConfigError(f"`model.path={path}` is not a folder; point it at a local checkpoint "
                           "or a hub id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) on a machine with hub access")
+    _check_checkpoint(m, path)
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
                          max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
                          trained_on=m.get("trained_on"))
+
+
+def _check_checkpoint(m: DictConfig, path: str) -> None:
+    """A local checkpoint must be what its preset describes (architecture, sizes, position table): a
+    preset pointed at another model would load, then fail deep inside the engine, or run with the
+    planner's memory figures wrong."""
+    config_path = Path(path).expanduser() / "config.json"
+    if not config_path.is_file() or not m.get("arch"):
+        return
+    import json
+
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"`model.path={path}`: its config.json cannot be read ({exc})") from None
+    arch = OmegaConf.to_container(m.arch, resolve=True)
+    wrong = get_family(m.family).config_mismatches(arch, config)
+    if wrong:
+        shown = "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        raise ConfigError(f"`model.path={path}` is not the checkpoint preset {m.name} describes ({shown}): point "
+                          "model.path at that checkpoint, or use a preset made for this one (caption-make-model "
+                          "writes one for the checkpoints it makes)")
 
 
 def _is_hub_id(path: str) -> bool:
@@ -343,11 +375,15 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
     and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
+    unknown = sorted(set(cfg) - set(schema.known_keys()))
+    if unknown:  # `+outptu=x`: Hydra adds what a `+` asks for, the job would never read it
+        raise ConfigError(f"`{unknown[0]}` is not a setting{schema.closest(unknown[0], schema.known_keys())} "
+                          "(caption --help lists them)")
     plan_only = bool(cfg.plan_only)
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
         input_dir, output, summary, references = _io_paths(cfg)
-    tasks = tuple(cfg.tasks) if not isinstance(cfg.tasks, str) else (cfg.tasks,)
+    tasks = tuple(cfg.tasks)
     if not tasks:
         raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
     for task in tasks:
@@ -374,7 +410,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, tasks=tasks,
-        resume=bool(cfg.resume), overwrite=bool(cfg.overwrite),
+        resume=bool(cfg.resume), overwrite=bool(cfg.overwrite), add_beside=bool(cfg.add_beside),
         retry_errors=bool(cfg.retry_errors), fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, requested_engine=_requested_engine(cfg, sampling, spec),

@@ -30,8 +30,9 @@ class Console:
     def err(self):
         return self._streams[1] if self._streams else sys.stderr
 
-    def quiet(self, log_path: Path) -> None:
-        """From now on fds 1 and 2 write to `log_path`; `out` / `err` still reach the terminal."""
+    def quiet(self, log_path: Path, lines_to_terminal: bool = True) -> None:
+        """From now on fds 1 and 2 write to `log_path`; `err` still reaches the terminal, and `out` too
+        unless `lines_to_terminal` is false (the Python API: the plan and summary go to the log)."""
         if self._saved is not None:
             self.restore()
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,6 +46,15 @@ class Console:
         os.dup2(log, 2)
         os.close(log)
         self.log_path = log_path
+        if not lines_to_terminal:
+            self._streams[0].close()
+            self._streams = (os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8"), self._streams[1])
+
+    def warn(self, line: str) -> None:
+        """A warning: on the terminal, and in caption.log too when the terminal is quiet."""
+        print(line, file=self.err)
+        if self._saved is not None:
+            print(line, file=sys.stderr, flush=True)
 
     def restore(self) -> None:
         """Point fds 1 and 2 back at the terminal (end of a job; the next job of a sweep quiets again)."""

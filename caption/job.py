@@ -15,9 +15,10 @@ interrupted, engine dead, fail_fast), the records are flushed and the summary sa
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections import deque
-from typing import Iterable, Iterator
+from typing import Generator, Iterable, Iterator
 
 import numpy as np
 from omegaconf import DictConfig
@@ -28,10 +29,10 @@ from caption.console import console
 from caption.engines import build_engine
 from caption.engines.base import Request, Result
 from caption.faults import WriteFailed, check_writable, free_bytes, writing
-from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status
+from caption.outcome import EngineDied, EngineFailure, FailFast, JobInterrupted, exit_status, interrupts
 from caption.planning import plan_job
 from caption.prompts import build_prompt
-from caption.records import RecordStore, check_output, check_summary, keep_existing, record_key
+from caption.records import RecordStore, check_output, check_settings, check_summary, keep_existing, record_key
 from caption.scoring import score_captions
 from caption.summary import (JobTally, peak_rss_gib, print_job_start, print_plan, print_summary, reset_peak_rss,
                              save_summary)
@@ -39,18 +40,89 @@ from caption.sweep import write_result
 from families import get_family
 from video_io.crawl import crawl_videos
 from video_io.decode import Clip
-from video_io.synth.dataset import is_synth_folder
-from video_io.workers import DecodePool, DecodeResult
+from video_io.workers import DecodePool, DecodeResult, main_script_hidden
 
 
-def run_job(cfg: DictConfig, engine=None) -> dict:
+def run_job(cfg: DictConfig, engine=None, videos: list[tuple[str, str]] | None = None) -> dict:
     """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
-    `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process."""
+    `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process.
+    `videos`: (key, path) pairs to caption instead of crawling input_dir (the Python API's file lists)."""
+    records = job_records(cfg, engine, videos)
+    while True:
+        try:
+            next(records)
+        except StopIteration as done:
+            return done.value
+
+
+def job_records(cfg: DictConfig, engine=None, videos: list[tuple[str, str]] | None = None) -> Generator[dict, None, dict]:
+    """The job as a stream: yields each record once it is written, returns the summary. Closing the
+    stream early (the caller stops iterating) stops the job: decoders and an owned engine are closed,
+    the records written so far stay; no summary is written for a job its caller abandoned."""
     job = load_job_config(cfg)  # a wrong setting fails here, before anything is probed, loaded or written
     job = plan_job(job)  # the engine's settings; a plan that cannot run fails here, before any model loads
     if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
         return _report_plan(job)
-    # refuse a file that is not ours before anything changes or loads (OutputRefused)
+    _check_outputs(job)  # refuse a file that is not ours, or a disk that cannot take it, before anything loads
+    for warning in job.plan.warnings:  # on the terminal and in caption.log; the summary and records keep them
+        console.warn(f"caption: plan warning: {warning}")
+    reset_peak_rss()
+    tally = JobTally()
+    store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite,
+                             expected=job.settings_ids)
+    if store.kept_as is not None:
+        tally.kept.append(str(store.kept_as))
+    runner, stats, ended = None, {}, False  # from here on, however the job ends, the summary says how
+    try:
+        try:
+            try:
+                videos = crawl_videos(job.input_dir) if videos is None else videos
+                todo = _todo(job, videos, store, tally)
+                runner = _make_runner(job, engine)
+                if todo:
+                    runner.start()
+                    tally.generation_started = time.perf_counter()
+                    tally.start_progress(tally.requests_todo, job.progress)
+                    for record in runner.records(todo, store.done, tally):
+                        if not store.done(record_key(record)):  # a clip retried after its actor died may come twice
+                            with tally.clock("write"):
+                                _write(store, tally, record, job.fail_fast)
+                            yield record
+                    tally.generation_ended = time.perf_counter()  # before decoders and engines shut down
+            except (JobInterrupted, KeyboardInterrupt):  # KeyboardInterrupt: the Python API, without our handler
+                tally.stopped = "interrupted"
+            except EngineDied as exc:
+                tally.stopped, tally.stop_reason = "engine died", str(exc)
+            except FailFast:
+                tally.stopped = "fail_fast"
+            except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
+                written = tally.requests_ok + tally.requests_error
+                tally.stopped = "write failed"
+                tally.stop_reason = str(exc.again(tail=f"the {written} record(s) this run wrote are whole, and "
+                                                       "it resumes after them"))
+        except (JobInterrupted, KeyboardInterrupt):  # a first signal while handling one of the above
+            tally.stopped = tally.stopped or "interrupted"
+        ended = True
+    finally:
+        interrupts.hold()  # from here to the summary a signal is noted (the summary says interrupted), not raised
+        try:
+            tally.close_progress()
+            stats = runner.stats() if runner is not None else {}
+            if runner is not None:
+                runner.close()
+            store.close()
+        finally:
+            if not ended:  # abandoned by its caller (GeneratorExit), or a bug on its way up: no summary
+                interrupts.release()
+    try:
+        return _summarize(job, tally, stats)
+    finally:
+        interrupts.release()
+
+
+def _check_outputs(job: JobConfig) -> None:
+    """The output and summary files are the job's to write (OutputRefused), their disk takes files
+    (WriteFailed), and resuming would not mix records made another way (OutputRefused)."""
     check_output(job.output, resume=job.resume, overwrite=job.overwrite)
     check_summary(job.summary_path, overwrite=job.overwrite)
     with writing(job.output.parent, "output folder", setting="output"):
@@ -60,61 +132,47 @@ def run_job(cfg: DictConfig, engine=None) -> dict:
             check_writable(folder, "output folder")
         except WriteFailed as exc:
             raise exc.again(setting=setting) from None
-    for warning in job.plan.warnings:  # e.g. a sampling knob this engine does not apply
-        print(f"caption: plan warning: {warning}", file=console.err)
-    reset_peak_rss()
-    tally = JobTally()
-    store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite)
-    if job.overwrite:
-        tally.kept = [str(p) for p in (store.kept_as, keep_existing(job.summary_path)) if p is not None]
-    videos = crawl_videos(job.input_dir)
+    if not job.overwrite:  # records made another way are never counted as this job's
+        check_settings(job.output, job.settings_ids, job.settings, job.add_beside)
+
+
+def _todo(job: JobConfig, videos: list, store: RecordStore, tally: JobTally) -> list:
+    """The videos still to caption (resume, limit), counted in the tally and said on the terminal."""
     pending = [(key, path) for key, path in videos if not all(store.done(k) for k in _keys(job, key))]
     todo = pending if job.limit is None else pending[: job.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in _keys(job, key))
     print_job_start(job, len(videos), len(todo), tally.videos_skipped,
                     _scope_notes(job) + _space_notes(job.output, tally.requests_todo))
+    return todo
 
-    runner = _make_runner(job, engine)
-    try:
-        if todo:
-            runner.start()
-            tally.generation_started = time.perf_counter()
-            tally.start_progress(tally.requests_todo, job.progress)
-            for record in runner.records(todo, store.done, tally):
-                if not store.done(record_key(record)):  # a clip retried after its actor died may come twice
-                    with tally.clock("write"):
-                        _write(store, tally, record, job.fail_fast)
-            tally.generation_ended = time.perf_counter()  # before decoders and engines shut down
-    except JobInterrupted:
-        tally.stopped = "interrupted"
-    except EngineDied as exc:
-        tally.stopped, tally.stop_reason = "engine died", str(exc)
-    except FailFast:
-        tally.stopped = "fail_fast"
-    except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
-        written = tally.requests_ok + tally.requests_error
-        tally.stopped = "write failed"
-        tally.stop_reason = str(exc.again(tail=f"the {written} record(s) this run wrote are whole, and it "
-                                               "resumes after them"))
-    finally:
-        tally.close_progress()
-        stats = runner.stats()
-        runner.close()
-        store.close()
+
+def _summarize(job: JobConfig, tally: JobTally, stats: dict) -> dict:
+    """The summary of a job that ended (however): scored, warned, saved, printed."""
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
-    if job.references is not None and tally.stopped is None:
-        try:
-            summary.update(score_captions(job))
-        except JobInterrupted:  # the records are all there; only the score is missing
-            summary["stopped"] = tally.stopped = "interrupted"
+    if job.references is not None and tally.stopped is None and not interrupts.received:
+        summary.update(score_captions(job))  # a few seconds; a signal meanwhile ends the job after it
+    if interrupts.received and summary["stopped"] is None:
+        summary["stopped"] = "interrupted"
     summary["plan_warnings"] = list(job.plan.warnings)
+    summary["run_warnings"] = run_warnings(job, summary)
+    for warning in summary["run_warnings"]:
+        console.warn(f"caption: warning: {warning}")
     summary["exit_status"] = exit_status(summary)
     _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary)
-    saved = _saved(save_summary, summary, job.summary_path, summary=summary)
+    saved = _saved(_replace_summary, summary, job.summary_path, summary=summary)
     print_summary(summary, job.summary_path, full=job.verbose, saved=saved)
     return summary
+
+
+def _replace_summary(summary: dict, path) -> None:
+    """Save the summary; an earlier one at that path (a run before this resume, or before overwrite)
+    is kept beside it under a timestamped name, never overwritten."""
+    kept = keep_existing(path)
+    if kept is not None:
+        summary["previous_files_kept_as"] = [*(summary.get("previous_files_kept_as") or []), str(kept)]
+    save_summary(summary, path)
 
 
 def _saved(save, *args, summary: dict) -> bool:
@@ -183,6 +241,13 @@ def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: Jo
         yield refused.popleft()
 
 
+def load_engine(job: JobConfig):
+    """The engine a planned job names, loaded (a caller that keeps it passes it to run_job, e.g. the Python
+    API across calls). vLLM may spawn its engine process: it must not run the caller's script again."""
+    with main_script_hidden():
+        return build_engine(job, get_family(job.model.family).stop)
+
+
 class _EngineSupervisor:
     """Owns the engine for one job: loads it, and restarts it when it breaks mid-run (at most
     `engine.max_restarts` times), handing the new engine the requests the old one had not started.
@@ -194,7 +259,7 @@ class _EngineSupervisor:
 
     def start(self) -> None:
         if self.engine is None:
-            self.engine = build_engine(self.job, get_family(self.job.model.family).stop)
+            self.engine = self._build()
         self.engine.reset_stats()  # a reused engine reports this job's counters only
 
     def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
@@ -210,11 +275,14 @@ class _EngineSupervisor:
                 self.restarts += 1
                 tally.engine_restarts = self.restarts
                 self.engine.close()
-                self.engine = build_engine(self.job, get_family(self.job.model.family).stop)
+                self.engine = self._build()
                 if isinstance(stream, RequestIntake):
                     stream.prepend(failure.unsubmitted)
                 else:
                     stream = itertools.chain(failure.unsubmitted, stream)
+
+    def _build(self):
+        return load_engine(self.job)
 
     def _died_message(self, failure: EngineFailure) -> str:
         plan, video = self.job.plan, self.job.decode
@@ -241,13 +309,21 @@ class _EngineSupervisor:
 _END = object()
 
 
+def run_warnings(job: JobConfig, summary: dict) -> list[str]:
+    """What the finished job's own figures say the user should change."""
+    warnings = []
+    if job.speculative is not None and summary.get("spec_draft_tokens") == 0 and summary.get("output_tokens"):
+        warnings.append(f"spec={job.speculative['method']} proposed no tokens in this job: speculative decoding "
+                        "only cost time here; run with spec=none")
+    if summary.get("captions_flagged"):
+        warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
+                        "characters), removed and noted in their records' flags")
+    return warnings
+
+
 def _scope_notes(job: JobConfig) -> list[str]:
-    """What the user should know before trusting the captions (or the speed)."""
+    """What the user should know before trusting the speed (warnings about captions are the plan's)."""
     notes = []
-    if job.model.trained_on == "caption-synth" and not is_synth_folder(job.input_dir):
-        notes.append(f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
-                     "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b "
-                     "model.path=/models/Qwen2.5-VL-7B-Instruct")
     if job.runner.name == "local" and job.plan.replicas > 1:
         notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
                      "runner=local runs one of them: runner=ray runs them all")
@@ -384,16 +460,20 @@ class RequestIntake:
 
 
 def _base_record(job: JobConfig, video: str, task: str, adapter: str | None) -> dict:
+    """The fields every record has; `settings` says how it was made (caption/fingerprint.py)."""
     return {"video": video, "task": task, "adapter": adapter, "status": None, "caption": None,
-            "error": None, "model": job.model.name, "engine": job.engine}
+            "error": None, "model": job.model.name, "engine": job.engine,
+            "settings_id": job.settings_ids[(task, adapter)], "settings": job.settings,
+            **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
 
 
 def _result_record(result: Result, job: JobConfig) -> dict:
     r = result.request
     record = _base_record(job, r.key, r.task, r.adapter)
+    caption, flags = (None, []) if result.error else clean_caption(result.text)
     record.update({
         "status": "error" if result.error else "ok",
-        "caption": None if result.error else result.text,
+        "caption": caption,
         "error": f"generate: {result.error}" if result.error else None,
         "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
         "frame_indices": r.context.get("indices"),
@@ -416,4 +496,24 @@ def _result_record(result: Result, job: JobConfig) -> dict:
         record["ablation"] = job.ablation
     if r.context.get("notes"):
         record["notes"] = r.context["notes"]
+    if flags:
+        record["flags"] = flags
     return record
+
+
+# U+FFFD stands for bytes that were not UTF-8 (a reply cut inside a character, byte tokens sampled out of
+# order); control characters other than tab and newline are never meant in a caption either
+_UNDECODABLE = re.compile(r"[\ufffd\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_caption(text: str) -> tuple[str, list[str]]:
+    """The caption without undecodable characters, and a flag saying what was removed (an `ok`
+    record with flags is not a clean one: the summary counts them and the review page shows them)."""
+    found = _UNDECODABLE.findall(text)
+    if not found:
+        return text, []
+    replacement = found.count("\ufffd")
+    what = ", ".join(part for part in (f"{replacement} U+FFFD" if replacement else "",
+                                       f"{len(found) - replacement} control" if len(found) > replacement else "") if part)
+    cleaned = " ".join(_UNDECODABLE.sub(" ", text).split())
+    return cleaned, [f"undecodable text: {what} character(s) removed"]

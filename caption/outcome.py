@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 EXIT_OK = 0
 EXIT_BUG = 1
 EXIT_USAGE = 2
@@ -24,6 +26,38 @@ EXIT_INTERRUPTED = 130
 class JobInterrupted(BaseException):
     """Raised in the main thread by the first SIGINT/SIGTERM (a BaseException, like
     KeyboardInterrupt, so no library's `except Exception` swallows it)."""
+
+
+class Interrupts:
+    """What the signal handler (caption/cli.py) knows: whether a stop was asked for, and whether the
+    job is in a stretch that must not be cut (closing the engine, writing the summary). There the
+    handler only notes the signal; the job then ends as interrupted, with a summary that says so."""
+
+    def __init__(self):
+        self.received = False
+        self._shielded = 0
+
+    @property
+    def shielded(self) -> bool:
+        return self._shielded > 0
+
+    def hold(self) -> None:
+        """From now until release(), a signal is noted, not raised."""
+        self._shielded += 1
+
+    def release(self) -> None:
+        self._shielded -= 1
+
+    @contextmanager
+    def shield(self):
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+interrupts = Interrupts()
 
 
 class EngineFailure(Exception):

@@ -13,8 +13,11 @@ import os
 from pathlib import Path
 
 from caption.config import ConfigError, JobConfig, load_job_config
+from caption.fingerprint import adapter_identities, job_settings, settings_id
+from caption.prompts import instruction_text
 from caption.generation import sampling_warnings
 from caption.sweep import in_multirun
+from quant.devices import resolve_tier
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 
@@ -41,7 +44,7 @@ def make_job_plan(job: JobConfig) -> Plan:
     """With plan_only, and in a sweep (one refused job must not end the others), a combination that
     cannot run comes back as a refused plan saying why; otherwise it raises ConfigError."""
     soft = job.plan_only or in_multirun()
-    gpu, model, quant = dict(job.raw["gpu"]), job.raw["model"], job.raw["quant"]
+    gpu, model, quant = dict(job.gpu), job.raw["model"], job.raw["quant"]
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(total_ram_gib(), 1)  # weights live in host memory: check them
     sampling = job.decode.sampling
@@ -89,13 +92,20 @@ def plan_job(job: JobConfig) -> JobConfig:
     """The job with its plan, and the model path and dtype the plan chose (a quantized copy, the tier's dtype)."""
     if not job.plan_only:  # a plan needs no weights
         check_weights_reachable(job.model.path)
+    gpu, tier_why = resolve_tier(job.gpu)  # gpu=auto: the tier this machine is
+    job = dataclasses.replace(job, gpu=gpu)
     plan = make_job_plan(job)
+    if tier_why is not None:
+        plan.notes.insert(0, tier_why)
     if job.speculative is not None and plan.engine != "vllm":
         raise ConfigError(f"`spec={job.speculative['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
                           f"({plan.engine_reason}); set spec=none")
     if not plan.fits and not (job.plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
-    plan.warnings.extend(sampling_warnings(job.sampling, plan.engine))  # knobs this engine cannot apply
+    # warnings about the captions themselves go into every record too (JobConfig.caption_warnings)
+    caption_warnings = [*sampling_warnings(job.sampling, plan.engine), *foreign_footage_warnings(job)]
+    plan.warnings.extend(caption_warnings)
+    plan.warnings.extend(speculation_warnings(job, plan))
     model = dataclasses.replace(job.model, path=str(plan.model_path or job.model.path), dtype=plan.dtype)
     workers = job.decode_workers
     if workers == "auto":
@@ -105,7 +115,41 @@ def plan_job(job: JobConfig) -> JobConfig:
         plan.warnings.append(f"video.backend=nvdec: each of the {workers} decoder processes holds a CUDA context "
                              "on the GPU beside the engine's share (gpu.gpu_memory_utilization); if clips fail "
                              "for GPU memory, lower video.workers")
-    return dataclasses.replace(job, plan=plan, model=model, decode_workers=workers)
+    planned = dataclasses.replace(job, plan=plan, model=model, decode_workers=workers,
+                                  caption_warnings=tuple(caption_warnings))
+    if job.plan_only:  # no records to label
+        return planned
+    settings = job_settings(planned)
+    adapters = adapter_identities(planned)
+    ids = {(task, adapter): settings_id(settings, instruction_text(task), adapter, adapters[adapter])
+           for adapter in planned.variants() for task in planned.tasks}
+    return dataclasses.replace(planned, settings=settings, settings_ids=ids)
+
+
+def foreign_footage_warnings(job: JobConfig) -> list[str]:
+    """A checkpoint that knows only synthetic clips (the embedded model) pointed at other footage."""
+    from video_io.synth.dataset import is_synth_folder
+
+    if job.model.trained_on != "caption-synth" or job.input_dir is None or is_synth_folder(job.input_dir):
+        return []
+    return [f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
+            "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
+
+
+def speculation_warnings(job: JobConfig, plan: Plan) -> list[str]:
+    """Speculative decoding where it is not expected to pay (README "Speculative decoding", bench_spec)."""
+    if job.speculative is None:
+        return []
+    method = job.speculative["method"]
+    warnings = []
+    if plan.tier == "cpu":
+        warnings.append(f"spec={method} on the cpu tier: measured 0.45-0.97x of the speed without it on the "
+                        "embedded model (README, 'Speculative decoding'): it pays where a large target is "
+                        "memory-bound on a GPU; the summary's spec_acceptance_rate says what it did")
+    if method == "ngram":
+        warnings.append("spec=ngram proposes only tokens that repeat the prompt's text, which video captions "
+                        "rarely do (bench_spec: no proposals at all): each step pays for the lookup")
+    return warnings
 
 
 def check_nvdec(job: JobConfig) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from caption.faults import WriteFailed, remove_quietly, writing
 
 RecordKey = tuple[str, str, str | None]  # (video, task, adapter)
+Expected = dict  # (task, adapter) -> the settings_id this job gives such records (caption/fingerprint.py)
 STATUSES = ("ok", "error")
 # Every record this module writes starts with these bytes (`video` is the first key), so a cut-off
 # last line can be told from the tail of somebody else's file.
@@ -88,11 +89,15 @@ class RecordStore:
     _size: int = 0  # bytes of whole records in the file: where a failed write is cut back to
     _failed: bool = False
 
+    expected: Expected | None = None  # None: every record counts (tests, tools); else only this job's own
+
     @classmethod
-    def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False) -> "RecordStore":
+    def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False,
+             expected: Expected | None = None) -> "RecordStore":
         """Open for appending. Raises OutputRefused, before anything is changed, for a file that is
-        not ours to write (see the module docstring)."""
-        store = cls(Path(path))
+        not ours to write (see the module docstring). With `expected`, a record counts as done only
+        when it was made with this job's settings (its settings_id); others stay, untouched."""
+        store = cls(Path(path), expected=expected)
         check_output(store.path, resume=resume, overwrite=overwrite)
         with writing(store.path, "records file"):
             if store.path.exists() and store.path.stat().st_size > 0:
@@ -116,7 +121,14 @@ class RecordStore:
                 f.truncate(end)
         for line in data[:end].split(b"\n")[:-1]:
             record = json.loads(line.decode("utf-8"))
-            (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
+            if self.counts(record):
+                (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
+
+    def counts(self, record: dict) -> bool:
+        """Whether a record in the file is one of this job's (made with its settings)."""
+        if self.expected is None:
+            return True
+        return record.get("settings_id") == self.expected.get((record.get("task", "caption"), record.get("adapter")))
 
     def _drop_error_records(self) -> None:
         """Rewrite the file without error records (atomically), so their retries replace them."""
@@ -124,7 +136,8 @@ class RecordStore:
         try:
             with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
                 for line in src:
-                    if json.loads(line)["status"] == "ok":
+                    record = json.loads(line)
+                    if record["status"] == "ok" or not self.counts(record):  # another job's errors stay
                         dst.write(line)
                 dst.flush()
                 os.fsync(dst.fileno())
@@ -194,6 +207,34 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
     if not resume:
         raise OutputRefused(f"`output={path}` already holds caption records and resume=false would start afresh: "
                             f"set resume=true to continue it, choose another output=, {keep}")
+
+
+def check_settings(path: Path, expected: Expected, settings: dict, add_beside: bool) -> None:
+    """Refuse (OutputRefused, one line naming what differs) to resume into records made with other
+    settings than this job's, unless `add_beside`. Records of tasks or adapters this job does not
+    run are not its business."""
+    path = Path(path)
+    if add_beside or not path.exists() or path.stat().st_size == 0:
+        return
+    other, example = 0, None
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a cut-off last line: RecordStore.open repairs it
+                continue
+            key = (record.get("task", "caption"), record.get("adapter"))
+            if key in expected and record.get("settings_id") != expected[key]:
+                other += 1
+                example = example or record
+    if other:
+        from caption.fingerprint import differences
+
+        what = "; ".join(differences(example.get("settings"), settings))
+        raise OutputRefused(f"`output={path}` holds {other} record(s) made with other settings than this job's "
+                            f"({what}), and resuming would label them as this job's: choose another output=, add "
+                            f"overwrite=true (the file is kept, renamed to {path.stem}.<time>{path.suffix}), or "
+                            "add_beside=true to add this job's records beside them (each record names its settings)")
 
 
 def check_summary(path: Path, overwrite: bool) -> None:

@@ -21,6 +21,7 @@ class JobTally:
     videos_written: set = field(default_factory=set)  # videos that got at least one record in this job
     requests_ok: int = 0
     requests_error: int = 0
+    requests_flagged: int = 0  # ok, with undecodable text removed (the record's flags)
     prompt_tokens: int = 0
     output_tokens: int = 0
     decode_s: float = 0.0
@@ -48,6 +49,7 @@ class JobTally:
         self.videos_written.add(record["video"])
         if record["status"] == "ok":
             self.requests_ok += 1
+            self.requests_flagged += bool(record.get("flags"))
             self.prompt_tokens += record.get("prompt_tokens") or 0
             self.output_tokens += record.get("output_tokens") or 0
         else:
@@ -74,10 +76,12 @@ class JobTally:
         stages = stage_breakdown(self.clock.seconds, engine_stages, gen_wall) if engine_stages is not None else None
         return {
             "model": job.model.name, "engine": job.engine, "gpu": job.gpu.get("name"),
+            "settings": job.settings,  # the records this summary describes are those made with these
             "tasks": list(job.tasks), "output": str(job.output),
             "videos_found": self.videos_found, "videos_skipped_resume": self.videos_skipped,
             "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_failed": len(self.failures),
-            "captions_ok": self.requests_ok, "captions_failed": self.requests_error,
+            "captions_ok": self.requests_ok, "captions_flagged": self.requests_flagged,
+            "captions_failed": self.requests_error,
             "wall_s": round(now - self.started, 2), "generation_wall_s": round(gen_wall, 2),
             "videos_per_s": round(videos_run / gen_wall, 3) if gen_wall > 0 else None,
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
@@ -114,12 +118,15 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
     out = out or console.out
     print("\n== caption job summary ==", file=out)
     if full:
-        rows = [(k, v) for k, v in summary.items() if k not in ("failures", "plan_warnings") and v is not None]
+        rows = [(k, v) for k, v in summary.items()
+                if k not in ("failures", "plan_warnings", "run_warnings") and v is not None]
     else:
         rate = summary.get("videos_per_s")
         rows = [("videos", f"{summary['videos_found']} found, {summary['videos_skipped_resume']} already done, "
                            f"{summary['videos_run']} run, {summary['videos_failed']} failed"),
-                ("captions", f"{summary['captions_ok']} ok, {summary['captions_failed']} failed"),
+                ("captions", f"{summary['captions_ok']} ok"
+                             + (f" ({summary['captions_flagged']} flagged)" if summary.get("captions_flagged") else "")
+                             + f", {summary['captions_failed']} failed"),
                 ("speed", f"{rate} videos/s, {summary.get('output_tokens_per_s')} output tokens/s over "
                           f"{summary['generation_wall_s']} s (engine start {summary.get('engine_load_s', '-')} s)"
                  if rate else None),
@@ -133,6 +140,8 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=out)
+    for warning in [*summary.get("plan_warnings", []), *summary.get("run_warnings", [])]:
+        print(f"  warning: {warning}", file=out)
     failures = summary["failures"]
     if failures:
         print(f"  {len(failures)} video(s) failed (their records have status=error):", file=out)
@@ -156,15 +165,22 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
     quant = plan.quantization.get("method") or "none"
     print(f"caption: {found} videos in {job.input_dir} ({todo} to caption, {skipped} already done) -> {job.output}",
           file=out)
+    auto = next((n for n in plan.notes if n.startswith("gpu=auto")), None)
     print(f"  model   {job.model.name} ({job.model.family}) on {plan.engine}, tier {plan.tier}, {plan.dtype}, "
           f"quant {quant}", file=out)
+    if auto:
+        print(f"  tier    {auto}", file=out)
     size = (f"{d.width}x{d.height}" if d.width else f"up to {d.max_pixels} px, aspect kept" if d.max_pixels
             else "source size")
     decoders = f", {job.decode_workers} decoder processes" if job.runner.name == "local" else ""
     if decoders and d.backend == "nvdec":
         decoders += " on the GPU's NVDEC"
     print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
-          f"tasks {', '.join(job.tasks)}, sampling {job.sampling.name}{decoders}", file=out)
+          f"tasks {', '.join(job.tasks)}{decoders}", file=out)
+    variants = ", ".join("base model" if v is None else f"adapter {v}" for v in job.variants())
+    spec = (f"speculative {job.speculative['method']} ({job.speculative['num_speculative_tokens']} tokens)"
+            if job.speculative else "no speculative decoding")
+    print(f"  decode  sampling {job.sampling.name}, {variants}, {spec}", file=out)
     for note in notes:
         print(f"  note    {note}", file=out)
     if console.log_path is not None:

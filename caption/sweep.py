@@ -21,7 +21,7 @@ from caption.outcome import EXIT_WRITE_FAILED
 log = logging.getLogger(__name__)
 RESULT_FILE = "result.json"
 MEASURED = ("videos_per_s", "output_tokens_per_s", "captions_ok", "captions_failed", "peak_rss_gib",
-            "prefix_cache_hit_rate", "meteor", "wall_s")
+            "prefix_cache_hit_rate", "meteor", "wall_s", "exit_status", "stop_reason")
 
 
 def run_dir() -> Path | None:

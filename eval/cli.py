@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--adapter", help="score only PRED records with this 'adapter' ('none': records without one)")
     ap.add_argument("--task", help="score only PRED records with this 'task' ('none': records without one); "
                                    "default: 'caption' when the records carry tasks")
+    ap.add_argument("--settings", metavar="ID", help="score only PRED records with this 'settings_id' (a file "
+                                                     "holding records made with several settings)")
     ap.add_argument("--per-item", type=Path, metavar="CSV", help="write per-video segment scores to CSV")
     return ap
 
@@ -61,7 +63,8 @@ def _names(items, limit=LIST_MAX) -> str:
 
 
 def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str = "references",
-                adapter: str | None = None, task: str | None = None, per_item: Path | None = None) -> dict:
+                adapter: str | None = None, task: str | None = None, per_item: Path | None = None,
+                settings_id: str | None = None) -> dict:
     """Corpus METEOR of a caption job's records against references.jsonl (what the CLI prints).
 
     Returns the CLI's JSON result plus `table` (the printed rows) and `summary` (P, R, ...)."""
@@ -69,7 +72,7 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
     preds = read_predictions(pred)
     if task is None and any(p.task == "caption" for p in preds):
         task = "caption"  # a job run with several tasks: references describe the caption task
-    m = match(preds, refs, pred, adapter, task)
+    m = match(preds, refs, pred, adapter, task, settings_id)
 
     hyps, statuses = [], []
     for r in refs:
@@ -128,7 +131,8 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
 
 
 def run(args) -> dict:
-    scored = score_files(args.pred, args.refs, args.tokenizer, args.field, args.adapter, args.task, args.per_item)
+    scored = score_files(args.pred, args.refs, args.tokenizer, args.field, args.adapter, args.task, args.per_item,
+                         args.settings)
     width = max(len(k) for k, _ in scored["table"])
     for k, v in scored["table"]:
         print(f"{k:<{width}}  {v}")

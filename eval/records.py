@@ -38,6 +38,7 @@ class Prediction:
     adapter: str = NONE_LABEL
     task: str = NONE_LABEL
     extra: dict = field(default_factory=dict)
+    settings_id: str | None = None  # how the caption job made it (caption/fingerprint.py); None in older files
 
 
 def read_text(path: Path, error: type[Exception] = InputError, expected: str = "a JSONL file") -> str:
@@ -134,10 +135,12 @@ def read_predictions(path: Path) -> list[Prediction]:
             if not isinstance(caption, str):
                 raise InputError(f"{path}:{no}: field 'caption' must be a string when status is 'ok'")
         err = rec.get("error")
+        sid = rec.get("settings_id")
         preds.append(Prediction(
             video, caption if isinstance(caption, str) else None, status,
             None if err is None else str(err), no,
             _label(path, no, rec, "adapter"), _label(path, no, rec, "task"),
+            settings_id=sid if isinstance(sid, str) else None,
         ))
     return preds
 
@@ -159,20 +162,25 @@ def match(
     pred_path: Path,
     adapter: str | None = None,
     task: str | None = None,
+    settings_id: str | None = None,
 ) -> Matched:
     """Pair predictions with reference videos by the ``video`` key.
 
     A prediction's ``video`` (a path relative to the captioned folder) matches
     a reference ``video`` equal to it, or else the one reference with the same
     file name.  ``adapter``/``task`` keep only records with that label
-    (``"none"`` selects records without the field).  More than one record for
-    a reference video after that selection is an error that says how to pick.
+    (``"none"`` selects records without the field); ``settings_id`` keeps only
+    records made with those settings (a file the job added records to with
+    ``add_beside=true`` holds several).  More than one record for a reference
+    video after that selection is an error that says how to pick.
     """
     all_variants = sorted({(p.adapter, p.task) for p in preds})
     if adapter is not None:
         preds = [p for p in preds if p.adapter == adapter]
     if task is not None:
         preds = [p for p in preds if p.task == task]
+    if settings_id is not None:
+        preds = [p for p in preds if p.settings_id == settings_id]
     if not preds and all_variants and (adapter is not None or task is not None):
         have = ", ".join(f"adapter={a} task={q}" for a, q in all_variants)
         raise InputError(f"{pred_path}: no record matches the selection; records have: {have}")
@@ -210,6 +218,11 @@ def match(
                 raise InputError(
                     f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) from "
                     f"different adapters/tasks; select one with {opts}")
+            made = sorted({p.settings_id for p in ps if p.settings_id})
+            if len(made) > 1:
+                raise InputError(
+                    f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) made with "
+                    f"different settings; select one with {' or '.join(f'--settings {m}' for m in made)}")
             raise InputError(
                 f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) with the "
                 f"same adapter/task; remove the duplicates")

@@ -12,6 +12,15 @@ STOP = ("<|im_end|>",)
 EOS_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
+# preset `arch:` keys -> config.json (families.base.Family.config_keys)
+CONFIG_KEYS = {"num_layers": "text_config.num_hidden_layers", "hidden_size": "text_config.hidden_size",
+               "num_heads": "text_config.num_attention_heads", "num_kv_heads": "text_config.num_key_value_heads",
+               "intermediate_size": "text_config.intermediate_size", "vocab_size": "text_config.vocab_size",
+               "max_position_embeddings": "text_config.max_position_embeddings",
+               "vision_depth": "vision_config.depth", "vision_hidden_size": "vision_config.hidden_size",
+               "patch_size": "vision_config.patch_size"}
+
+
 def chatml_prompt(system: str, instruction: str) -> str:
     return (f"<|im_start|>system\n{system}<|im_end|>\n"
             f"<|im_start|>user\n<|vision_start|>{VIDEO_PAD}<|vision_end|>{instruction}<|im_end|>\n"

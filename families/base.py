@@ -54,6 +54,25 @@ class Family:
     transformers_fix: Callable[[], bool] | None  # patches the installed transformers where it is wrong
 
     checkpoint: Checkpoint
+    # preset `arch:` key -> where a checkpoint's config.json holds the same number ("text_config.X" is also
+    # looked for at the top level, where older releases keep the language model's numbers)
+    config_keys: dict[str, str] = field(default_factory=dict)
+
+    def config_mismatches(self, arch: dict, config: dict) -> list[str]:
+        """What a checkpoint's config.json says against a preset's `arch:` block, in words; [] when they agree."""
+        found = config.get("architectures") or []
+        if self.architecture not in found:
+            return [f"its config.json builds {', '.join(found) or 'an unnamed architecture'}, the preset's family "
+                    f"{self.name} is {self.architecture}"]
+        wrong = []
+        for key, where in self.config_keys.items():
+            section, _, name = where.rpartition(".")
+            held = (config.get(section) or {}).get(name) if section else None
+            if held is None and section == "text_config":
+                held = config.get(name)
+            if key in arch and held is not None and held != arch[key]:
+                wrong.append(f"{key} {arch[key]} in the preset, {where} {held} in config.json")
+        return wrong
 
 
 class UnknownFamily(ValueError):

@@ -158,4 +158,10 @@ FAMILY = Family(
     transformers_fix=None,
     checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=TOKENS, eos_tokens=("</s>",), config=config,
                           processor=processor, chat_template=chat_template, bos_token="<s>", rename_key=release_key),
+    # max_position_embeddings is left out: the preset counts it after the linear RoPE factor, config.json before
+    config_keys={"num_layers": "text_config.num_hidden_layers", "hidden_size": "text_config.hidden_size",
+                 "num_heads": "text_config.num_attention_heads", "num_kv_heads": "text_config.num_key_value_heads",
+                 "intermediate_size": "text_config.intermediate_size", "vocab_size": "text_config.vocab_size",
+                 "vision_depth": "vision_config.num_hidden_layers", "vision_hidden_size": "vision_config.hidden_size",
+                 "patch_size": "vision_config.patch_size", "image_size": "vision_config.image_size"},
 )

@@ -124,4 +124,5 @@ FAMILY = Family(
     transformers_fix=transformers_fix,
     checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=_qwen.TOKENS, eos_tokens=_qwen.EOS_TOKENS,
                           config=config, processor=processor),
+    config_keys=_qwen.CONFIG_KEYS,
 )

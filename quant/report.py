@@ -18,6 +18,7 @@ PLAN_COLUMNS = (
     ("quant", lambda p: (p.get("quantization") or {}).get("method")),
     ("bits", lambda p: (p.get("quantization") or {}).get("bits")),
     ("fits", lambda p: p.get("fits")),
+    ("why_not", lambda p: None if p.get("fits") else " ".join(p.get("reasons") or []) or "refused"),
     ("tensor_parallel", lambda p: p.get("tensor_parallel_size")),
     ("replicas", lambda p: p.get("replicas")),
     ("max_num_seqs", lambda p: (p.get("vllm") or {}).get("max_num_seqs") or (p.get("hf") or {}).get("max_batch_size")),

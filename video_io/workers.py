@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import sys
 import time
 import traceback
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Iterable
@@ -35,6 +37,29 @@ class DecodeResult:
     @property
     def ok(self) -> bool:
         return self.clip is not None
+
+
+@contextmanager
+def main_script_hidden():
+    """Processes spawned in here do not run the parent's main script again.
+
+    multiprocessing's spawn imports the parent's `__main__` in every child, by its file or module name
+    (multiprocessing/spawn.py, get_preparation_data). A script that calls the job without an
+    `if __name__ == "__main__":` guard would then run again in every decoder process (and in vLLM's
+    engine process): its side effects twice, a broken pipe, a dead job. Nothing the children run lives
+    in `__main__` (their targets are functions of installed modules), so the children are told of none."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> DecodeResult:
@@ -99,7 +124,8 @@ class _Worker:
     def __init__(self, ctx, spec: DecodeSpec, decode_fn):
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker_main, args=(child, spec, decode_fn), daemon=True)
-        self.process.start()
+        with main_script_hidden():
+            self.process.start()
         child.close()
         self.path: str | None = None
         self.started = 0.0

@@ -18,7 +18,7 @@ SCORED_TASK = "caption"  # references describe the caption task (as caption/scor
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
 # model and engine are the same for a whole job's file: the header lists them once.
 SHOWN_FIELDS = ("task", "adapter", "status", "caption", "error", "finish_reason", "output_tokens",
-                "generate_s", "ablation")
+                "generate_s", "ablation", "flags", "settings_id")
 
 
 class ReportError(Exception):
@@ -45,6 +45,8 @@ class ReportData:
     notes: list[str] = field(default_factory=list)  # about the input as a whole (shown in the header)
     corpus: list[dict] = field(default_factory=list)  # per scored variant: adapter, field, meteor, n
     n_records: int = 0
+    # what the job warned about (its summary's plan and run warnings, the records' own): a banner on top
+    warnings: list[str] = field(default_factory=list)
 
 
 def read_records(path: Path) -> tuple[list[dict], list[str]]:
@@ -57,7 +59,8 @@ def read_records(path: Path) -> tuple[list[dict], list[str]]:
             continue
         try:
             record = json.loads(line)
-            key = record_key(record) if isinstance(record, dict) else None
+            # records made with other settings (add_beside=true) are other captions, not repeats
+            key = (*record_key(record), record.get("settings_id")) if isinstance(record, dict) else None
         except json.JSONDecodeError as exc:
             if no == len(lines):  # no newline after it: a job still writing (or killed) mid-record
                 notes.append(f"{path}:{no}: half-written last record left out")
@@ -178,10 +181,26 @@ def _default_field(refs_path: Path, adapter: str, base_field: str) -> str:
     return base_field
 
 
+def job_warnings(records_path: Path, records: list[dict]) -> list[str]:
+    """The warnings of the job that wrote the records: its summary's, then any its records carry."""
+    warnings: list[str] = []
+    summary_path = Path(str(records_path) + SUMMARY_SUFFIX)
+    if summary_path.is_file():
+        try:
+            saved = json.loads(summary_path.read_text(encoding="utf-8"))
+            warnings += [*(saved.get("plan_warnings") or []), *(saved.get("run_warnings") or [])]
+        except (OSError, ValueError, AttributeError):
+            pass
+    for record in records:
+        warnings += record.get("warnings") or []
+    return [str(w) for w in dict.fromkeys(warnings)]
+
+
 def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str = "references",
                      adapter_fields: dict[str, str] | None = None) -> ReportData:
     records, notes = read_records(records_path)
-    data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records))
+    data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records),
+                      warnings=job_warnings(records_path, records))
     if refs_path is not None:
         add_meteor(data, Path(refs_path), field_name, adapter_fields)
     return data

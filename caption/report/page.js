@@ -74,7 +74,7 @@
       (m.references ? ` · references ${m.references}` : "") + ` · ${DATA.models.join(", ")} · made ${DATA.generated}`;
     const nErr = CLIPS.filter((c) => c.s === "error").length;
     const totals = [["clips", CLIPS.length], ["records", DATA.n_records], ["clips with errors", nErr],
-                    ["clips with thumbnails", m.thumbnail_clips]];
+                    ["captions flagged", DATA.flagged], ["clips with thumbnails", m.thumbnail_clips]];
     for (const c of DATA.corpus) totals.push([`corpus METEOR, adapter ${c.adapter} (on ${c.field}, n=${c.n})`, c.meteor.toFixed(4)]);
     for (const [label, value] of totals) {
       const span = el("span", { class: "total" });
@@ -82,6 +82,9 @@
       $("totals").append(span);
     }
     for (const note of DATA.notes) $("notes").append(el("li", {}, note));
+    // what the job warned about (e.g. a model that does not know this footage): above everything
+    for (const warning of DATA.warnings || []) $("warnings").append(el("li", {}, warning));
+    $("warnings").hidden = !(DATA.warnings || []).length;
   }
 
   function strip(clip) {
@@ -106,9 +109,11 @@
     tr.append(el("td", {}, r.task || "caption"), el("td", {}, r.adapter || "base"));
     const st = el("td");
     st.append(el("span", { class: "badge " + r.status }, r.status));
+    if (r.flags) st.append(" ", el("span", { class: "badge flagged", title: r.flags.join("; ") }, "flagged"));
     tr.append(st);
     if (r.status === "ok") {
       const td = el("td", { class: "caption", lang: "ko" }, r.caption);
+      for (const flag of r.flags || []) td.append(el("div", { class: "flag" }, flag));
       if (r.best_reference) td.append(el("div", { class: "ref" }, "closest reference: " + r.best_reference));
       tr.append(td);
     } else {

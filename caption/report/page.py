@@ -47,8 +47,10 @@ def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size
         "page_size": page_size,
         "corpus": [{**c, "adapter": c["adapter"] or "base"} for c in data.corpus],
         "notes": data.notes,
+        "warnings": data.warnings,
         "meta": {k: v for k, v in meta.items() if k != "title"},
         "models": sorted({f"{r.get('model')} on {r.get('engine')}" for c in data.clips for r in c.records}),
+        "flagged": sum(bool(r.get("flags")) for c in data.clips for r in c.records),
         "placeholders": list(placeholders),
         "clips": clips,
     }

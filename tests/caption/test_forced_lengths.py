@@ -48,12 +48,10 @@ def test_the_draw_is_log_normal_around_the_median_within_bounds():
     ({"median": 40, "max": 100}, "sampling.max_new_tokens=100"),  # greedy's 48 < 100
 ])
 def test_bad_settings_are_refused_naming_the_key(compose_config, synth_dir, tmp_path, value, message):
-    from omegaconf import OmegaConf
-
     from caption.planning import load_planned_job
 
     cfg = compose_config([f"input_dir={synth_dir}", f"output={tmp_path}/o.jsonl"])
-    OmegaConf.update(cfg, "benchmark.output_tokens", value, force_add=True)
+    cfg.benchmark.output_tokens = value
     with pytest.raises(ConfigError, match="benchmark.output_tokens") as err:
         load_planned_job(cfg)
     assert message in str(err.value)

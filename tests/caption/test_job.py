@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.caption.browser import dump_dom
+
 from caption.config import REPO_ROOT
 from caption.job import run_job
 
@@ -116,10 +118,22 @@ def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
     for noise in ("WARNING", "Warning", "Triton", "LD_PRELOAD", "NUMA", "Loading safetensors"):
         assert noise not in terminal, noise
     assert len(proc.stdout.splitlines()) <= 20
-    assert "knows only caption-synth clips" in proc.stdout and "model=qwen2_5_vl_7b model.path=" in proc.stdout
     log = tmp_path / "run" / "caption.log"
     assert f"log     {log}" in proc.stdout and f"full log: {log}" in proc.stdout
     assert "WARNING" in log.read_text() and "Loading safetensors" in log.read_text()
+    # the plan's warning lives where the results live: terminal (start and summary), log, summary, records, page
+    said = "vidcap-ko-tiny knows only caption-synth clips"
+    assert said in proc.stderr and f"warning: {said}" in proc.stdout and "model=qwen2_5_vl_7b model.path=" in proc.stdout
+    assert said in log.read_text()
+    assert all(any(said in w for w in r["warnings"]) for r in _records(out))
+    summary = json.loads((tmp_path / "out.jsonl.summary.json").read_text())
+    assert any(said in w for w in summary["plan_warnings"])
+    page = tmp_path / "page.html"
+    from caption.report.cli import main as report_main
+
+    assert report_main([str(out), "--out", str(page), "--workers", "0"]) == 0
+    dom = dump_dom(page, tmp_path / "chromium")
+    assert said in dom.ids["warnings"]["text"] and "hidden" not in dom.ids["warnings"]["attrs"]
 
 
 def test_verbose_brings_every_line_back_to_the_terminal(tmp_path, synth_dir):
@@ -138,15 +152,15 @@ def test_verbose_brings_every_line_back_to_the_terminal(tmp_path, synth_dir):
 def test_the_plan_warns_only_when_the_embedded_model_meets_footage_it_does_not_know(compose_config, synth_dir,
                                                                                      tmp_path):
     from caption.planning import load_planned_job
-    from caption.job import _scope_notes
 
     synthetic = load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'a.jsonl'}"]))
-    assert _scope_notes(synthetic) == []
+    assert synthetic.caption_warnings == () and synthetic.plan.warnings == []
     real = tmp_path / "footage"
     real.mkdir()
     shutil.copy(synth_dir / "clip_00000.mp4", real / "street.mp4")
-    notes = _scope_notes(load_planned_job(compose_config([f"input_dir={real}", f"output={tmp_path / 'b.jsonl'}"])))
-    assert len(notes) == 1 and "vidcap-ko-tiny knows only caption-synth clips" in notes[0]
+    job = load_planned_job(compose_config([f"input_dir={real}", f"output={tmp_path / 'b.jsonl'}"]))
+    assert len(job.caption_warnings) == 1 and "vidcap-ko-tiny knows only caption-synth clips" in job.caption_warnings[0]
+    assert job.plan.warnings == list(job.caption_warnings)  # the summary's plan_warnings carry it too
 
 
 def test_a_bad_config_fails_before_any_model_loads(tmp_path, synth_dir):

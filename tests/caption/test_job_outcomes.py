@@ -20,6 +20,7 @@ from caption.outcome import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE, E
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+MANY = 45  # clips in many_clips
 
 
 def _records(path):
@@ -39,11 +40,11 @@ def _run(tmp_path, *overrides, timeout=300):
 
 @pytest.fixture(scope="module")
 def many_clips(tmp_path_factory):
-    """90 synthetic clips: with 3 tasks, long enough a run to be stopped in the middle."""
+    """45 synthetic clips: with 3 tasks (135 records), long enough a run to be stopped in the middle."""
     from video_io.synth.dataset import SynthSpec, generate_dataset
 
     folder = tmp_path_factory.mktemp("many")
-    generate_dataset(folder, n=90, seed=21, spec=SynthSpec())
+    generate_dataset(folder, n=MANY, seed=21, spec=SynthSpec())
     (folder / "references.jsonl").unlink()  # no scoring: these tests are about records
     return folder
 
@@ -111,10 +112,10 @@ def test_a_signal_in_the_middle_keeps_every_record_and_a_rerun_finishes(tmp_path
     assert "stopped early (interrupted)" in stdout and "left undone" in stdout
     written = _records(out)  # every line a whole record
     summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
-    assert summary["stopped"] == "interrupted" and summary["records_left_undone"] == 270 - len(written) > 0
+    assert summary["stopped"] == "interrupted" and summary["records_left_undone"] == 3 * MANY - len(written) > 0
     code, _, err = _run(tmp_path, *args)
     assert code == 0, err[-2000:]
-    _one_record_per_key(out, 270)
+    _one_record_per_key(out, 3 * MANY)
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +135,21 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, synth_di
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in stderr, stderr[-3000:]
     assert "caption: interrupted" in stderr or "stopped early (interrupted)" in stdout
+
+
+def test_ctrl_c_after_the_last_record_leaves_a_summary_that_says_so(tmp_path, synth_dir):
+    """Signalled while it closes the engine and decoders (every record written): the job still writes its
+    summary, which says it was interrupted, and exits 130."""
+    out = tmp_path / "o.jsonl"
+    proc = _start(tmp_path, f"input_dir={synth_dir}", f"output={out}", "progress=false")
+    _wait_for_records(out, 6, proc)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in stderr, stderr[-3000:]
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["stopped"] == "interrupted" and summary["exit_status"] == EXIT_INTERRUPTED
+    assert summary["captions_ok"] == 6 and summary["records_left_undone"] == 0
+    assert "stopped early (interrupted)" in stdout and len(_records(out)) == 6
 
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path, many_clips):
@@ -167,7 +183,7 @@ def test_kill_9_at_random_moments_then_a_rerun_equals_an_uninterrupted_run(tmp_p
         proc.communicate(timeout=60)
     code, _, err = _run(tmp_path, *args)
     assert code == 0, err[-2000:]
-    _one_record_per_key(out, 270)
+    _one_record_per_key(out, 3 * MANY)
     captions = {(r["video"], r["task"]): r["caption"] for r in _records(out)}
     assert captions == {(r["video"], r["task"]): r["caption"] for r in _records(reference)}
 

@@ -1,0 +1,194 @@
+"""Captioning from Python: the `caption` command's job, for notebooks, scripts and workflow tools.
+
+    from caption import Captioner, caption_folder
+
+    with Captioner(model="vidcap_ko_tiny", sampling="greedy", video__num_frames=8) as captioner:
+        for record in captioner.caption("clips/"):          # a folder, or a list of video files
+            print(record["video"], record["caption"])
+
+    summary = caption_folder("clips/", "captions.jsonl", engine="hf")   # records in a file, like the command
+
+Settings are the command's: a config group's option by its name (`model="qwen2_5_vl_7b"`), a key by
+its path with `__` for the dots (`video__num_frames=16`, `gpu__max_num_seqs=32`), or override strings
+as the command takes them (`overrides=["video.num_frames=16"]`). A bad one fails when the Captioner is
+made, in the same words as the command (ConfigError). The records are the command's records.
+
+A script needs no `if __name__ == "__main__":` guard: the decoder processes (and vLLM's engine
+process) never run the caller's script again (video_io/workers.py main_script_hidden). Library
+output (vLLM, transformers) goes to `log` (default: caption.log beside the records) unless
+`verbose=True`; Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from caption.config import CONF_DIR, ConfigError
+
+_PLAIN = re.compile(r"^[\w./:@+-]+$")  # values Hydra's override grammar takes unquoted
+
+
+def _value(value) -> str:
+    """A Python value as Hydra's override grammar writes it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN.match(text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def overrides_of(settings: dict, overrides: Iterable[str] = ()) -> list[str]:
+    """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides."""
+    return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + list(overrides)
+
+
+def compose_config(overrides: list[str]):
+    """The job's config as the `caption` command composes it, or ConfigError in the command's words."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from caption.schema import explain_composition_error
+
+    try:
+        if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: compose in its context
+            return compose(config_name="config", overrides=overrides)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(explain_composition_error(exc)) from None
+
+
+def _videos(videos) -> tuple[Path, list[tuple[str, str]] | None]:
+    """(input_dir, (key, path) pairs or None to crawl it) for a folder or a list of files."""
+    if isinstance(videos, (str, os.PathLike)) and Path(videos).is_dir():
+        return Path(videos), None
+    paths = [Path(videos)] if isinstance(videos, (str, os.PathLike)) else [Path(v) for v in videos]
+    if not paths:
+        raise ConfigError("no videos given: pass a folder or a list of video files")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ConfigError(f"not a file: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    resolved = [p.resolve() for p in paths]
+    folder = Path(os.path.commonpath([str(p.parent) for p in resolved]))
+    return folder, [(str(p.relative_to(folder)), str(p)) for p in resolved]  # keys as the crawl makes them
+
+
+@contextmanager
+def _ctrl_c_stops_the_job():
+    """Ctrl-C during a call: the job stops as the command's does (records kept, the summary written, even
+    while it closes down), then KeyboardInterrupt reaches the caller. Only the main thread gets signals."""
+    from caption.outcome import interrupts
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        interrupts.received = True
+        if not interrupts.shielded:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Captioner:
+    """One configuration, one engine loaded once, any number of `caption()` calls."""
+
+    def __init__(self, model: str | None = None, engine: str | None = None, *, overrides: Iterable[str] = (),
+                 log: str | os.PathLike | None = None, verbose: bool = False, **settings):
+        from caption.planning import load_planned_job
+
+        named = {k: v for k, v in (("model", model), ("engine", engine)) if v is not None}
+        self.overrides = overrides_of({**named, **settings}, overrides)
+        self.verbose, self.log = verbose, Path(log) if log is not None else None
+        self._tmp = tempfile.TemporaryDirectory(prefix="vidcap-")
+        self._calls = 0
+        # validated and planned now, so a slip fails here rather than at the first video
+        probe = compose_config(["input_dir=" + self._tmp.name, *self._with_output(Path(self._tmp.name) / "x.jsonl")])
+        self.job = load_planned_job(probe)
+        self.engine = None
+
+    def _with_output(self, output) -> list[str]:
+        if output is None:
+            self._calls += 1
+            output = Path(self._tmp.name) / f"captions-{self._calls}.jsonl"
+        return [*self.overrides, f"output={_value(str(output))}", "progress=false"]
+
+    def caption(self, videos, output: str | os.PathLike | None = None, **settings) -> Iterator[dict]:
+        """Caption a folder (crawled as the command does) or a list of files; yields each record as it
+        is written. Records go to `output` (resumed as the command resumes) or to a temporary file."""
+        from caption.console import console
+        from caption.job import job_records
+        from caption.outcome import interrupts
+
+        folder, pairs = _videos(videos)
+        extra = overrides_of(settings)
+        if pairs is not None and not any(o.startswith("references=") for o in self.overrides + extra):
+            extra.append("references=null")  # a file list has no references.jsonl of its own
+        cfg = compose_config([f"input_dir={_value(str(folder))}", *self._with_output(output), *extra])
+        log = self.log or Path(str(cfg.output)).with_suffix(".log")
+        interrupts.received = False
+        if not self.verbose:  # the plan and summary lines go to the log too; warnings reach stderr
+            console.quiet(log, lines_to_terminal=False)
+        try:
+            self._ensure_engine(cfg)
+            with _ctrl_c_stops_the_job():
+                summary = yield from job_records(cfg, engine=self.engine, videos=pairs)
+        finally:
+            console.restore()
+        self.summary = summary
+        if summary.get("stopped") == "interrupted":
+            raise KeyboardInterrupt
+
+    def _ensure_engine(self, cfg) -> None:
+        """Load the engine once, for the first call; later calls reuse it."""
+        if self.engine is not None:
+            return
+        from caption.job import load_engine
+        from caption.planning import load_planned_job
+
+        job = load_planned_job(cfg)
+        if job.runner.name != "local":
+            return  # runner=ray loads its engines in its actors, per call
+        self.engine = load_engine(job)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        self._tmp.cleanup()
+
+    def __enter__(self) -> "Captioner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def caption_folder(input_dir: str | os.PathLike, output: str | os.PathLike, *, overrides: Iterable[str] = (),
+                   log: str | os.PathLike | None = None, verbose: bool = False, **settings) -> dict:
+    """Caption a folder into a JSONL file, as `caption input_dir=... output=...` does; returns the summary."""
+    with Captioner(overrides=overrides, log=log, verbose=verbose, **settings) as captioner:
+        for _ in captioner.caption(input_dir, output=output):
+            pass
+        return captioner.summary

@@ -1,0 +1,93 @@
+"""`caption --help`: every setting with its default and what it does, every config group with its
+options and keys. Read from the schema (caption/schema.py) and the presets' own comments
+(conf/<group>/<option>.yaml), so the help cannot say something the config does not."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from caption.schema import GROUPS, documented_keys
+
+GROUP_HELP = {
+    "model": "the checkpoint and its family: prompt, frames, architecture numbers for the planner",
+    "engine": "vLLM or transformers (auto: vLLM unless the plan needs transformers)",
+    "gpu": "the machine's tier: dtype, batch limits, memory (auto: detected from the machine)",
+    "quant": "weight quantization: auto (the rule), none, awq, gptq, nf4, int8",
+    "lora": "LoRA adapters served beside the base model",
+    "spec": "speculative decoding (vLLM)",
+    "sampling": "temperature, top-p/k, penalties, token limits, beams",
+    "video": "frame sampling, frame size, decoder, decoder processes, per-clip timeout",
+    "runner": "where decoding and generation run: this machine, or a Ray cluster",
+}
+_KEY_LINE = re.compile(r"^([A-Za-z_]\w*):\s*(.*?)\s*(?:#\s*(.*))?$")
+
+
+def _preset_lines(path: Path) -> tuple[str, list[tuple[str, str, str]]]:
+    """A preset's first comment line, and (key, value, comment) of its top-level keys, comments that
+    continue on the next lines joined."""
+    title, keys = "", []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not title and line.startswith("#"):
+            title = line.lstrip("# ").strip()
+        match = _KEY_LINE.match(line)
+        if match and match.group(1) != "defaults":
+            keys.append([match.group(1), match.group(2), match.group(3) or ""])
+        elif keys and line.startswith(" ") and line.strip().startswith("#"):
+            keys[-1][2] += " " + line.strip().lstrip("#").strip()
+    return title, [tuple(k) for k in keys]
+
+
+def _defaults(conf: Path) -> dict[str, str]:
+    """group -> its default option, from conf/config.yaml's defaults list."""
+    found = {}
+    for line in (conf / "config.yaml").read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\s+-\s+(\w+):\s*(\w+)", line)
+        if match and match.group(1) in GROUPS:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _yaml(value) -> str:
+    """A default as a user writes it on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _wrap(text: str, indent: int, width: int = 100) -> str:
+    return textwrap.fill(text, width=width, initial_indent=" " * indent, subsequent_indent=" " * indent)
+
+
+def help_text(conf: Path) -> str:
+    out = ["caption: caption a folder of videos with a vision-language model, write one JSONL record per",
+           "(video, task, adapter), and score the captions with METEOR (vidcap-ko)", "",
+           "usage: caption input_dir=FOLDER [output=FILE.jsonl] [group=option ...] [key=value ...]",
+           "       caption -m gpu=t4,l4,a100,h100 plan_only=true     (a sweep: one job per combination)",
+           "       caption --hydra-help                              (Hydra's own options)", "",
+           "settings (caption/schema.py; key=value):"]
+    for key, default, text in documented_keys():
+        out.append(f"  {key} = {_yaml(default)}")
+        out.append(_wrap(text, 6))
+    defaults = _defaults(conf)
+    out += ["", "config groups (conf/<group>/<option>.yaml; group=option picks one, group.key=value changes a key):"]
+    for group in GROUPS:
+        out.append("")
+        out.append(f"  {group}: {GROUP_HELP[group]}")
+        for preset in sorted((conf / group).glob("*.yaml")):
+            title, _ = _preset_lines(preset)
+            mark = " (default)" if preset.stem == defaults.get(group) else ""
+            out.append(_wrap(f"{preset.stem}{mark}: {title}", 4))
+        default = conf / group / f"{defaults.get(group, '')}.yaml"
+        if default.is_file():
+            out.append(f"    keys ({group}={default.stem}):")
+            for key, value, comment in _preset_lines(default)[1]:
+                out.append(_wrap(f"{group}.{key} = {value}" + (f"  ({comment})" if comment else ""), 6))
+    out += ["", "exit status: 0 all ok, 1 a bug, 2 a bad config or refused output, 3 some records are errors,",
+            "4 the engine died, 5 a file could not be written (disk full, read-only), 130 interrupted"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,86 @@
+"""The Python API: the command's job from a script (no `__main__` guard needed) and from `python -c`;
+its records are the command's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from caption import ConfigError
+from caption.api import Captioner, overrides_of
+
+pytestmark = pytest.mark.slow
+CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def _captions(path):
+    return {r["video"]: r["caption"] for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory, synth_dir):
+    folder = tmp_path_factory.mktemp("api-clips")
+    for i in range(3):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    return folder
+
+
+@pytest.fixture
+def cli_captions(tmp_path, clips, compose_config, vllm_engine):
+    """The command's captions of the clips: its job (caption/cli.py runs run_job on the composed config) on
+    the session's engine; tests/caption/test_job_outcomes.py checks that the command itself gives these."""
+    from caption.job import run_job
+
+    out = tmp_path / "cli.jsonl"
+    run_job(compose_config([f"input_dir={clips}", f"output={out}", "progress=false", "references=null"]),
+            engine=vllm_engine)
+    return _captions(out)
+
+
+def test_a_script_without_a_main_guard_runs_once_and_gets_the_commands_records(tmp_path, clips, cli_captions):
+    script = tmp_path / "notebook_like.py"
+    script.write_text(textwrap.dedent(f"""
+        import json
+        from caption import Captioner
+
+        print("script body ran")
+        with Captioner(model="vidcap_ko_tiny", video__num_frames=8, references=None) as captioner:
+            streamed = {{r["video"]: r["caption"] for r in captioner.caption({str(clips)!r})}}
+            two = [r["video"] for r in captioner.caption([{str(clips / 'clip_00002.mp4')!r},
+                                                          {str(clips / 'clip_00000.mp4')!r}])]
+            summary = captioner.summary
+        print(json.dumps({{"streamed": streamed, "two": sorted(two), "status": summary["exit_status"]}}))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("script body ran") == 1  # decoder and engine processes did not run it again
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["streamed"] == cli_captions and result["status"] == 0
+    assert result["two"] == ["clip_00000.mp4", "clip_00002.mp4"]
+    assert "Traceback" not in done.stderr and "Loading safetensors" not in done.stdout + done.stderr  # in the log
+
+
+def test_python_c_captions_a_folder(tmp_path, clips, cli_captions):
+    code = (f"from caption import caption_folder; s = caption_folder({str(clips)!r}, {str(tmp_path / 'c.jsonl')!r}, "
+            "engine='vllm', references=None); print(s['captions_ok'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "3"
+    assert _captions(tmp_path / "c.jsonl") == cli_captions
+
+
+def test_a_slip_fails_when_the_captioner_is_made(tmp_path):
+    with pytest.raises(ConfigError, match="`sampling=greedyy`: no such sampling preset; did you mean greedy"):
+        Captioner(sampling="greedyy")
+    assert overrides_of({"video__num_frames": 16, "output": "/a b/c.jsonl", "tasks": ["caption", "motion"],
+                         "limit": None, "resume": False}) == \
+        ["video.num_frames=16", "output='/a b/c.jsonl'", "tasks=[caption,motion]", "limit=null", "resume=false"]

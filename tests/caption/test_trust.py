@@ -1,0 +1,125 @@
+"""A result you can trust: every record says how it was made, resuming never mixes records made another
+way under one label, warnings live where the results live, and undecodable captions are not clean."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from caption.fingerprint import differences, folder_identity
+from caption.job import clean_caption, run_job
+from caption.records import OutputRefused, check_settings
+from eval.cli import main as meteor_main
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_checkpoints_identity_follows_its_content_not_its_name(tmp_path, model_dir):
+    copy = shutil.copytree(model_dir, tmp_path / "copy")
+    assert folder_identity(str(copy)) == folder_identity(str(model_dir))
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01  # a retrained checkpoint: same tensors, other values
+    weights.write_bytes(bytes(data))
+    retrained = folder_identity(str(copy))
+    assert retrained != folder_identity(str(model_dir))
+    config = json.loads((copy / "config.json").read_text())
+    config["text_config"]["rms_norm_eps"] = 1e-5
+    (copy / "config.json").write_text(json.dumps(config))
+    assert folder_identity(str(copy)) not in (retrained, folder_identity(str(model_dir)))
+
+
+def test_records_without_settings_are_not_taken_for_this_jobs(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps({"video": "a.mp4", "task": "caption", "adapter": None, "status": "ok",
+                               "caption": "x", "error": None}) + "\n")
+    with pytest.raises(OutputRefused, match="carry no settings .* add_beside=true"):
+        check_settings(out, {("caption", None): "abc"}, {"engine": "vllm"}, add_beside=False)
+    check_settings(out, {("caption", None): "abc"}, {"engine": "vllm"}, add_beside=True)  # asked for: no refusal
+    check_settings(out, {("keywords", None): "abc"}, {"engine": "vllm"}, add_beside=False)  # not this job's task
+    assert differences({"engine": "vllm", "sampling": "greedy"}, {"engine": "hf", "sampling": "greedy"}) == \
+        ["engine vllm -> hf"]
+
+
+@pytest.mark.slow
+def test_changed_settings_are_refused_and_added_beside_on_request(compose_config, two_clips_with_references,
+                                                                   tmp_path, vllm_engine, hf_engine):
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={two_clips_with_references}", f"output={out}", "progress=false", "video.workers=0"]
+    first = run_job(compose_config(base), engine=vllm_engine)
+    made = _records(out)
+    assert first["exit_status"] == 0 and len(made) == 2
+    assert {r["settings"]["engine"] for r in made} == {"vllm"} and len({r["settings_id"] for r in made}) == 1
+    settings = made[0]["settings"]
+    assert settings["model"] == "vidcap-ko-tiny" and settings["sampling"] == "greedy" and settings["model_id"]
+    assert settings["frames"].startswith("8 uniform") and settings["quant"] == "none"
+
+    again = run_job(compose_config(base), engine=vllm_engine)  # same settings: resumes, nothing to do
+    assert again["videos_skipped_resume"] == 2 and again["videos_run"] == 0
+    assert again["previous_files_kept_as"]  # the first run's summary is kept, not overwritten
+
+    for change, said in (("engine=hf", "engine vllm -> hf"), ("sampling=balanced", "sampling greedy -> balanced"),
+                         ("video.num_frames=4", "frames 8 uniform"), ("gpu.dtype=bfloat16", "dtype float32 -> bfloat16")):
+        with pytest.raises(OutputRefused, match=f"2 record\\(s\\) made with other settings .*{said}"):
+            run_job(compose_config([*base, change]))  # no engine given: refused before one could load
+    assert _records(out) == made
+
+    beside = run_job(compose_config([*base, "engine=hf", "add_beside=true"]), engine=hf_engine)
+    both = _records(out)
+    assert beside["videos_run"] == 2 and beside["engine"] == "hf" and beside["meteor_n"] == 2
+    assert both[:2] == made and {r["settings"]["engine"] for r in both[2:]} == {"hf"}
+    assert len({r["settings_id"] for r in both}) == 2
+    # caption-meteor asks which settings to score, and scores each alone
+    refs = two_clips_with_references / "references.jsonl"
+    assert meteor_main([str(out), str(refs)]) == 2
+    assert meteor_main([str(out), str(refs), "--settings", both[2]["settings_id"]]) == 0
+
+
+@pytest.mark.slow
+def test_undecodable_captions_are_cleaned_flagged_and_counted(compose_config, tmp_path, synth_dir, capsys):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(4):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    out = tmp_path / "o.jsonl"
+    # the detailed adapter sampled at temperature 0.7 writes byte tokens out of order (U+FFFD) here
+    summary = run_job(compose_config([f"input_dir={folder}", f"output={out}", "lora=detailed", "sampling=balanced",
+                                      "progress=false", "video.workers=0"]))
+    records = _records(out)
+    flagged = [r for r in records if r.get("flags")]
+    assert summary["exit_status"] == 0 and flagged and all("\ufffd" not in r["caption"] for r in records)
+    assert all(r["status"] == "ok" and r["flags"][0].startswith("undecodable text:") for r in flagged)
+    assert summary["captions_flagged"] == len(flagged)
+    assert any("undecodable text" in w for w in summary["run_warnings"])
+    assert f"({len(flagged)} flagged)" in capsys.readouterr().out
+
+
+def test_clean_caption_removes_what_cannot_be_text():
+    assert clean_caption("맑은 하늘") == ("맑은 하늘", [])
+    text, flags = clean_caption("맑은\ufffd 하늘\x07 이다\ufffd")
+    assert text == "맑은 하늘 이다" and flags == ["undecodable text: 2 U+FFFD, 1 control character(s) removed"]
+
+
+def test_the_review_page_shows_flagged_captions_and_the_jobs_warnings(tmp_path):
+    from caption.report.cli import main as report_main
+    from tests.caption.browser import dump_dom
+
+    warning = "vidcap-ko-tiny knows only caption-synth clips: on this folder its captions will be nonsense."
+    records = [{"video": "a.mp4", "task": "caption", "adapter": None, "status": "ok", "caption": "맑은 하늘 이다",
+                "error": None, "model": "vidcap-ko-tiny", "engine": "vllm", "settings_id": "s1", "warnings": [warning],
+                "flags": ["undecodable text: 2 U+FFFD character(s) removed"]},
+               {"video": "b.mp4", "task": "caption", "adapter": None, "status": "ok", "caption": "흐린 바다",
+                "error": None, "model": "vidcap-ko-tiny", "engine": "vllm", "settings_id": "s1", "warnings": [warning]}]
+    out = tmp_path / "o.jsonl"
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    page = tmp_path / "page.html"
+    assert report_main([str(out), "--out", str(page), "--workers", "0", "--references", "none"]) == 0
+    dom = dump_dom(page, tmp_path / "chromium")
+    assert dom.ids["warnings"]["text"] == warning and "hidden" not in dom.ids["warnings"]["attrs"]
+    flagged, clean = dom.clips
+    assert "flagged" in flagged["text"] and "undecodable text: 2 U+FFFD" in flagged["text"]
+    assert "flagged" not in clean["text"] and "1 captions flagged" in dom.ids["totals"]["text"]
