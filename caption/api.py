@@ -63,7 +63,7 @@ def compose_config(overrides: list[str]):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from caption.schema import explain_composition_error
+    from caption.help import explain_composition_error
 
     try:
         if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: compose in its context
@@ -164,7 +164,7 @@ class Captioner:
         """Load the engine once, for the first call; later calls reuse it."""
         if self.engine is not None:
             return
-        from caption.job import load_engine
+        from caption.pipeline.supervisor import load_engine
         from caption.planning import load_planned_job
 
         job = load_planned_job(cfg)

@@ -114,7 +114,7 @@ def _compose_and_run() -> None:
         print(f"caption: {exc}", file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
     except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
-        from caption.schema import explain_composition_error
+        from caption.help import explain_composition_error
 
         print(f"caption: invalid config: {explain_composition_error(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
+from caption.engines.spec import EngineSpec
 from caption.engines.options import EngineOptions
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
@@ -115,6 +116,7 @@ class JobConfig:
     settings: dict | None = None
     settings_ids: dict | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
+    engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
     raw: dict = field(repr=False, default_factory=dict)
 
     @property

@@ -77,6 +77,31 @@ class FailFast(Exception):
     """fail_fast=true and a record came out as an error."""
 
 
+@contextmanager
+def stops_recorded(tally):
+    """However the job's run stops early, the tally says how (its `stopped` and `stop_reason`) and the job
+    goes on to its summary: a signal, an engine dead past its restarts, fail_fast, a disk that refused a
+    record (caption/faults.py). A bug, or a caller that abandons the job's records, still propagates."""
+    from caption.faults import WriteFailed
+
+    try:
+        try:
+            yield
+        except (JobInterrupted, KeyboardInterrupt):  # KeyboardInterrupt: the Python API, without our handler
+            tally.stopped = "interrupted"
+        except EngineDied as exc:
+            tally.stopped, tally.stop_reason = "engine died", str(exc)
+        except FailFast:
+            tally.stopped = "fail_fast"
+        except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
+            written = tally.requests_ok + tally.requests_error
+            tally.stopped = "write failed"
+            tally.stop_reason = str(exc.again(tail=f"the {written} record(s) this run wrote are whole, and it "
+                                                   "resumes after them"))
+    except (JobInterrupted, KeyboardInterrupt):  # a first signal while one of the above was being handled
+        tally.stopped = tally.stopped or "interrupted"
+
+
 def exit_status(summary: dict) -> int:
     """The process exit status for a finished (or stopped) job's summary."""
     stopped = summary.get("stopped")

@@ -13,10 +13,12 @@ import os
 from pathlib import Path
 
 from caption.config import ConfigError, JobConfig, load_job_config
+from caption.engines.spec import EngineSpec
 from caption.fingerprint import adapter_identities, job_settings, settings_id
 from caption.prompts import instruction_text
 from caption.generation import sampling_warnings
 from caption.sweep import in_multirun
+from families import get_family
 from quant.devices import resolve_tier
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
@@ -117,6 +119,7 @@ def plan_job(job: JobConfig) -> JobConfig:
                              "for GPU memory, lower video.workers")
     planned = dataclasses.replace(job, plan=plan, model=model, decode_workers=workers,
                                   caption_warnings=tuple(caption_warnings))
+    planned = dataclasses.replace(planned, engine_spec=engine_spec(planned))
     if job.plan_only:  # no records to label
         return planned
     settings = job_settings(planned)
@@ -150,6 +153,21 @@ def speculation_warnings(job: JobConfig, plan: Plan) -> list[str]:
         warnings.append("spec=ngram proposes only tokens that repeat the prompt's text, which video captions "
                         "rarely do (bench_spec: no proposals at all): each step pays for the lookup")
     return warnings
+
+
+def engine_spec(job: JobConfig) -> EngineSpec:
+    """What the engine is given (caption/engines/spec.py): the plan's settings and the job's, nothing else."""
+    family, d = get_family(job.model.family), job.decode
+    return EngineSpec(
+        engine=job.plan.engine, model_path=job.model.path, family=job.model.family, stop=family.stop,
+        processor_kwargs=dict(family.processor_kwargs), vllm=job.plan.vllm, hf=job.plan.hf,
+        env=dict(job.plan.engine_env), options=job.engine_options, sampling=job.sampling, adapters=job.adapters,
+        lora_max_rank=job.lora_max_rank, speculative=job.speculative,
+        requests_per_clip=len(job.tasks) * len(job.variants()),
+        frames_per_clip=d.sampling.num_frames if d.sampling.mode == "uniform" else d.sampling.max_frames,
+        # the frames the decoder gives: an exact size, else the pixel budget (a clip's source size, where
+        # neither is set, is not known before decoding: the embedded presets' 448 x 448 stands in)
+        frame_pixels=d.width * d.height if d.width else d.max_pixels or 448 * 448)
 
 
 def check_nvdec(job: JobConfig) -> None:

@@ -21,27 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.faults import WriteFailed, remove_quietly, writing
+from caption.pipeline.record import RECORD_PREFIX, RecordKey, is_record, record_key
 
-RecordKey = tuple[str, str, str | None]  # (video, task, adapter)
 Expected = dict  # (task, adapter) -> the settings_id this job gives such records (caption/fingerprint.py)
-STATUSES = ("ok", "error")
-# Every record this module writes starts with these bytes (`video` is the first key), so a cut-off
-# last line can be told from the tail of somebody else's file.
-RECORD_PREFIX = b'{"video": '
 
 
 class OutputRefused(Exception):
     """`output` (or the summary file) is not the job's to write; the message says what to change."""
-
-
-def record_key(record: dict) -> RecordKey:
-    return record["video"], record.get("task", "caption"), record.get("adapter")
-
-
-def is_record(value) -> bool:
-    """A caption record as this module writes them (the other keys are the job's business)."""
-    return (isinstance(value, dict) and isinstance(value.get("video"), str)
-            and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
 
 
 def _dumps(record: dict) -> str:

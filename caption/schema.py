@@ -98,53 +98,9 @@ def known_keys() -> list[str]:
     return [f.name for f in fields(JobSchema)]
 
 
-def group_keys(group: str) -> set[str]:
-    """The keys the presets of a config group set (conf/<group>/*.yaml), for "did you mean"."""
-    from omegaconf import OmegaConf
-
-    from caption.config import CONF_DIR
-
-    keys: set[str] = set()
-    for preset in (CONF_DIR / group).glob("*.yaml"):
-        keys |= {k for k in OmegaConf.load(preset).keys() if k != "defaults"}
-    return keys
-
-
 def closest(word: str, candidates, prefix: str = "") -> str:
     """ "; did you mean X?" for the nearest candidate, or "" when none is near."""
     import difflib
 
     found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return f"; did you mean {prefix}{found[0]}?" if found else ""
-
-
-def explain_composition_error(exc: BaseException) -> str:
-    """One line for a config Hydra could not compose: what is wrong, and the closest valid name."""
-    import re
-
-    from omegaconf.errors import OmegaConfBaseException
-
-    from caption.config import CONF_DIR
-
-    text = str(exc)
-    found = re.search(r"Could not find '([\w-]+)/([^']+)'", text)
-    if found:  # a preset name: model=nope
-        group, name = found.groups()
-        options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-        return (f"`{group}={name}`: no such {group} preset{closest(name, options)} "
-                f"(conf/{group}/ has: {', '.join(options)})")
-    found = re.search(r"Could not override '([^']+)'", text)
-    if found:  # a key that is not there: outptu=x, video.num_frame=3
-        key = found.group(1)
-        group, _, leaf = key.rpartition(".")
-        candidates = group_keys(group) if group in GROUPS else known_keys() if not group else []
-        prefix = f"{group}." if group else ""
-        return f"`{key}` is not a setting{closest(leaf, candidates, prefix)} (caption --help lists them)"
-    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else exc
-    full_key = getattr(cause, "full_key", None)
-    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-    if full_key:
-        if "ListConfig" in first:
-            return f"`{full_key}` takes a list, e.g. {full_key}=[caption,keywords]"
-        return f"`{full_key}`: {first}"
-    return " ".join(text.split())

@@ -10,7 +10,11 @@ from pathlib import Path
 
 from caption.console import console
 from caption.engines.base import StageClock
-from caption.faults import remove_quietly, writing
+from caption.faults import WriteFailed, free_bytes, remove_quietly, writing
+from caption.outcome import exit_status, interrupts
+from caption.records import keep_existing
+from caption.scoring import score_captions
+from caption.sweep import write_result
 
 
 @dataclass
@@ -255,3 +259,93 @@ def _print_rows(title: str, rows: list, path: Path | None, out) -> None:
         print(f"  {key:<{width}}  {value}", file=out)
     if path is not None:
         print(f"  {title} saved to {path}", file=out)
+
+
+def finish(job, tally: JobTally, stats: dict) -> dict:
+    """The summary of a job that ended (however): scored, warned, saved, printed. A signal meanwhile is
+    noted, not raised (caption/outcome.py interrupts), and the summary says interrupted."""
+    summary = tally.summary(job, stats)
+    summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
+    if job.references is not None and tally.stopped is None and not interrupts.received:
+        summary.update(score_captions(job))  # a few seconds; a signal meanwhile ends the job after it
+    if interrupts.received and summary["stopped"] is None:
+        summary["stopped"] = "interrupted"
+    summary["plan_warnings"] = list(job.plan.warnings)
+    summary["run_warnings"] = run_warnings(job, summary)
+    for warning in summary["run_warnings"]:
+        console.warn(f"caption: warning: {warning}")
+    summary["exit_status"] = exit_status(summary)
+    _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary)
+    saved = _saved(_replace_summary, summary, job.summary_path, summary=summary)
+    print_summary(summary, job.summary_path, full=job.verbose, saved=saved)
+    return summary
+
+
+def _replace_summary(summary: dict, path) -> None:
+    """Save the summary; an earlier one at that path (a run before this resume, or before overwrite)
+    is kept beside it under a timestamped name, never overwritten."""
+    kept = keep_existing(path)
+    if kept is not None:
+        summary["previous_files_kept_as"] = [*(summary.get("previous_files_kept_as") or []), str(kept)]
+    save_summary(summary, path)
+
+
+def _saved(save, *args, summary: dict) -> bool:
+    """Run `save`; where the disk refuses, the job's own stop reason (if any) stays the one reported,
+    else the failure becomes the job's (exit status 5). Whether it was saved."""
+    try:
+        save(*args)
+        return True
+    except WriteFailed as exc:
+        if summary.get("stopped") is None:
+            summary.update(stopped="write failed", stop_reason=str(exc))
+            summary["exit_status"] = exit_status(summary)
+        return False
+
+
+def run_warnings(job, summary: dict) -> list[str]:
+    """What the finished job's own figures say the user should change."""
+    warnings = []
+    if job.speculative is not None and summary.get("spec_draft_tokens") == 0 and summary.get("output_tokens"):
+        warnings.append(f"spec={job.speculative['method']} proposed no tokens in this job: speculative decoding "
+                        "only cost time here; run with spec=none")
+    if summary.get("captions_flagged"):
+        warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
+                        "characters), removed and noted in their records' flags")
+    return warnings
+
+
+def start_notes(job, output: Path, records: int) -> list[str]:
+    """What the user should know before the job starts (warnings about captions are the plan's): a plan
+    this runner runs only part of, a disk too small for the records to come."""
+    notes = _space_notes(output, records)
+    if job.runner.name == "local" and job.plan.replicas > 1:
+        notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
+                     "runner=local runs one of them: runner=ray runs them all")
+    return notes
+
+
+RECORD_BYTES_GUESS = 1024  # a caption record is ~0.6-0.9 KB (the demo's); room for longer captions
+
+
+def _space_notes(output, records: int) -> list[str]:
+    """Warn where the output's disk looks too small for the records to come (the job still runs:
+    it stops cleanly when the disk fills, and a re-run resumes)."""
+    free = free_bytes(output.parent)
+    need = records * RECORD_BYTES_GUESS
+    if free is None or free >= 2 * need:
+        return []
+    return [f"the disk holding {output} has {_size(free)} free and ~{records} records need about {_size(need)}: "
+            "if it fills, the job stops (exit status 5) and a re-run resumes"]
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def report_plan(job) -> dict:
+    """plan_only (or, in a sweep, a plan that cannot run): the plan printed and saved, nothing run."""
+    plan = job.plan.to_dict()
+    path = write_result({"plan": plan, "summary": None})
+    print_plan(plan, path)
+    return {"plan": plan, "exit_status": 0 if job.plan_only else 2}

@@ -74,20 +74,34 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
         task = "caption"  # a job run with several tasks: references describe the caption task
     m = match(preds, refs, pred, adapter, task, settings_id)
 
+    hyps, statuses = _hypotheses(refs, m)
+    hyp_toks, result, seconds = _score(tokenizer, hyps, refs)
+
+    missing = [r.video for r, s in zip(refs, statuses) if s == "missing"]
+    errors = [r.video for r, s in zip(refs, statuses) if s == "error"]
+    summary = result.summary()
+    rows = _table(refs, statuses, missing, errors, m, tokenizer, field, summary, seconds)
+    if per_item:
+        write_per_item(per_item, refs, statuses, m, hyp_toks, result)
+        rows.append(("per-item scores", str(per_item)))
+    return {"meteor": summary["meteor"], "n": len(refs), "missing": len(missing),
+            "errors": len(errors), "extra": len(m.extra), "table": rows, "summary": summary}
+
+
+def _hypotheses(refs, m) -> tuple[list[str], list[str]]:
+    """Each reference video's caption ("" for an error record or a missing one) and its status."""
     hyps, statuses = [], []
     for r in refs:
         p = m.by_video.get(r.video)
-        if p is None:
-            statuses.append("missing")
-            hyps.append("")
-        elif p.status == "error":
-            statuses.append("error")
-            hyps.append("")
-        else:
-            statuses.append("ok")
-            hyps.append(p.caption)
+        status = "missing" if p is None else "error" if p.status == "error" else "ok"
+        statuses.append(status)
+        hyps.append(p.caption if status == "ok" else "")
+    return hyps, statuses
 
-    # Same code path as eval.meteor.meteor_score: Scorer.tokenize + Scorer.corpus.
+
+def _score(tokenizer: str, hyps: list[str], refs) -> tuple[list, object, tuple[float, float, float]]:
+    """(hypothesis tokens, corpus result, seconds to load / tokenize / score): the same code path as
+    eval.meteor.meteor_score (Scorer.tokenize + Scorer.corpus)."""
     scorer = Scorer(tokenizer=tokenizer)
     try:
         tl = time.perf_counter()
@@ -98,11 +112,11 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
         raise InputError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
     t1 = time.perf_counter()
     result = scorer.corpus(hyp_toks, ref_toks)
-    t2 = time.perf_counter()
+    return hyp_toks, result, (t0 - tl, t1 - t0, time.perf_counter() - t1)
 
-    missing = [r.video for r, s in zip(refs, statuses) if s == "missing"]
-    errors = [r.video for r, s in zip(refs, statuses) if s == "error"]
-    summary = result.summary()
+
+def _table(refs, statuses, missing, errors, m, tokenizer, field, summary, seconds) -> list[tuple[str, str]]:
+    """The rows the CLI prints."""
     rows = [
         ("reference videos", f"{len(refs)}"),
         ("predictions matched (ok)", f"{statuses.count('ok')}"),
@@ -113,7 +127,7 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
     ]
     if len(m.variants) > 1 or m.variants and m.variants[0] != ("none", "none"):
         rows.append(("adapter/task", "; ".join(f"{a}/{q}" for a, q in m.variants)))
-    rows += [
+    return rows + [
         ("tokenizer", f"{tokenizer} (field '{field}')"),
         ("precision", f"{summary['precision']:.4f}"),
         ("recall", f"{summary['recall']:.4f}"),
@@ -121,13 +135,8 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
         ("fragmentation penalty", f"{summary['fragmentation_penalty']:.4f}"),
         ("corpus METEOR", f"{summary['meteor']:.4f}"),
         ("mean segment METEOR", f"{summary['mean_segment_meteor']:.4f}"),
-        ("time load / tokenize / score", f"{t0 - tl:.2f} s / {t1 - t0:.2f} s / {t2 - t1:.2f} s"),
+        ("time load / tokenize / score", " / ".join(f"{s:.2f} s" for s in seconds)),
     ]
-    if per_item:
-        write_per_item(per_item, refs, statuses, m, hyp_toks, result)
-        rows.append(("per-item scores", str(per_item)))
-    return {"meteor": summary["meteor"], "n": len(refs), "missing": len(missing),
-            "errors": len(errors), "extra": len(m.extra), "table": rows, "summary": summary}
 
 
 def run(args) -> dict:

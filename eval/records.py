@@ -11,9 +11,10 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caption.pipeline.record import STATUSES  # the caption job's record format
+
 __all__ = ["InputError", "Prediction", "Reference", "read_predictions", "read_references", "match"]
 
-STATUSES = ("ok", "error")
 NONE_LABEL = "none"  # --adapter/--task value selecting records without that field
 
 
@@ -204,28 +205,7 @@ def match(
 
     for video, ps in chosen.items():
         if len(ps) > 1:
-            lines = ", ".join(str(p.line) for p in ps)
-            labels = sorted({(p.adapter, p.task) for p in ps})
-            if len(labels) > 1:
-                adapters = sorted({a for a, _ in labels})
-                tasks = sorted({q for _, q in labels})
-                if len(tasks) == 1:
-                    opts = " or ".join(f"--adapter {a}" for a in adapters)
-                elif len(adapters) == 1:
-                    opts = " or ".join(f"--task {q}" for q in tasks)
-                else:
-                    opts = " or ".join(f"'--adapter {a} --task {q}'" for a, q in labels)
-                raise InputError(
-                    f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) from "
-                    f"different adapters/tasks; select one with {opts}")
-            made = sorted({p.settings_id for p in ps if p.settings_id})
-            if len(made) > 1:
-                raise InputError(
-                    f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) made with "
-                    f"different settings; select one with {' or '.join(f'--settings {m}' for m in made)}")
-            raise InputError(
-                f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) with the "
-                f"same adapter/task; remove the duplicates")
+            raise InputError(_ambiguity(pred_path, video, ps))
 
     if preds and not chosen:
         raise InputError(
@@ -233,3 +213,26 @@ def match(
             f"'{preds[0].video}' vs reference '{refs[0].video}'); are these the right files?")
     variants = sorted({(p.adapter, p.task) for ps in chosen.values() for p in ps})
     return Matched({v: ps[0] for v, ps in chosen.items()}, extra, variants)
+
+
+def _ambiguity(pred_path: Path, video: str, ps: list[Prediction]) -> str:
+    """Why several records for one reference video cannot be scored, and how to pick one."""
+    lines = ", ".join(str(p.line) for p in ps)
+    labels = sorted({(p.adapter, p.task) for p in ps})
+    if len(labels) > 1:
+        adapters = sorted({a for a, _ in labels})
+        tasks = sorted({q for _, q in labels})
+        if len(tasks) == 1:
+            opts = " or ".join(f"--adapter {a}" for a in adapters)
+        elif len(adapters) == 1:
+            opts = " or ".join(f"--task {q}" for q in tasks)
+        else:
+            opts = " or ".join(f"'--adapter {a} --task {q}'" for a, q in labels)
+        return (f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) from "
+                f"different adapters/tasks; select one with {opts}")
+    made = sorted({p.settings_id for p in ps if p.settings_id})
+    if len(made) > 1:
+        return (f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) made with "
+                f"different settings; select one with {' or '.join(f'--settings {m}' for m in made)}")
+    return (f"{pred_path}:{ps[1].line}: {len(ps)} records for video '{video}' (lines {lines}) with the "
+            f"same adapter/task; remove the duplicates")

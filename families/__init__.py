@@ -3,8 +3,8 @@
 A family module (qwen2_5_vl.py, qwen3_vl.py, llava_next_video.py) defines FAMILY, a families.base.Family:
 its prompt, stop strings, processor arguments, the planner's parameter and video-token formulas, the
 modules quantization leaves alone, what the engines must know (position limits, GPU support, a
-transformers fix) and how caption-make-model writes a random-weight checkpoint of it. Every public
-module here is a family; helpers shared by some families start with `_`. Adding a family is one module
+transformers fix) and how caption-make-model writes a random-weight checkpoint of it. Every module
+here is a family (base.py aside); helpers shared by some families live in families/common/. Adding a family is one module
 here plus one preset in conf/model/ (README "Adding a model family");
 tests/families/test_registry.py checks both.
 """
@@ -24,7 +24,7 @@ __all__ = ["Checkpoint", "FAMILIES", "Family", "UnknownFamily", "family_of_check
 def _discover() -> dict[str, Family]:
     found = {}
     for module in pkgutil.iter_modules(__path__):
-        if module.name.startswith("_") or module.name == "base":
+        if module.ispkg or module.name.startswith("_") or module.name == "base":  # common/: shared helpers
             continue
         family = importlib.import_module(f"{__name__}.{module.name}").FAMILY
         if family.name != module.name:

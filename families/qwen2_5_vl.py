@@ -9,7 +9,7 @@ attention every 8th block, 2 tokens per second.
 
 from __future__ import annotations
 
-from families import _qwen
+from families.common import qwen
 from families.base import Checkpoint, Family, no_video_text
 
 # transformers 5.19's Qwen2VLVideoProcessor: size = {shortest_edge, longest_edge} pixels per frame
@@ -31,10 +31,10 @@ def capped_max_pixels(frames: int, factor: int, temporal: int, min_pixels: int, 
 
 def video_tokens(arch: dict, frames: int, width: int, height: int) -> int:
     factor, temporal = arch["patch_size"] * arch["spatial_merge_size"], arch["temporal_patch_size"]
-    min_px, max_px = _qwen.pixel_limits(arch, VIDEO_PIXEL_DEFAULTS)
-    h, w = _qwen.smart_resize(height, width, factor, min_px,
+    min_px, max_px = qwen.pixel_limits(arch, VIDEO_PIXEL_DEFAULTS)
+    h, w = qwen.smart_resize(height, width, factor, min_px,
                               capped_max_pixels(frames, factor, temporal, min_px, max_px))
-    return _qwen.grid_tokens(arch, frames, h, w)
+    return qwen.grid_tokens(arch, frames, h, w)
 
 
 def vision_params(arch: dict) -> int:
@@ -42,13 +42,13 @@ def vision_params(arch: dict) -> int:
     5.19 builds Qwen2_5_VisionTransformerPretrainedModel."""
     vh, vi, h, m2 = arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["hidden_size"], \
         arch["spatial_merge_size"] ** 2
-    block = 2 * vh + _qwen.vision_attention_params(vh) + 2 * (vh * vi + vi) + (vi * vh + vh)
+    block = 2 * vh + qwen.vision_attention_params(vh) + 2 * (vh * vi + vi) + (vi * vh + vh)
     merger = vh + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h
-    return _qwen.patch_embed_params(arch) + arch["vision_depth"] * block + merger
+    return qwen.patch_embed_params(arch) + arch["vision_depth"] * block + merger
 
 
 def transformers_fix() -> bool:
-    from families._qwen2_5_vl_positions import patch_transformers
+    from families.common.qwen2_5_vl_positions import patch_transformers
 
     return patch_transformers()
 
@@ -93,12 +93,12 @@ def config(arch: dict, ids: dict):
     if not arch.get("attention_bias", True):
         raise ValueError("Qwen2.5-VL's attention always carries q/k/v biases")
     rope = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section(arch["head_dim"])}
-    text = _qwen.text_config(arch, ids, rope, max_window_layers=arch["num_layers"], use_sliding_window=False,
+    text = qwen.text_config(arch, ids, rope, max_window_layers=arch["num_layers"], use_sliding_window=False,
                              sliding_window=None)
-    vision = _qwen.vision_config(arch, window_size=112, tokens_per_second=2, hidden_act="silu",
+    vision = qwen.vision_config(arch, window_size=112, tokens_per_second=2, hidden_act="silu",
                                  fullatt_block_indexes=full_attention_blocks(arch["vision_depth"]))
     return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
-                            **_qwen.marker_ids(ids), architectures=[FAMILY.architecture])
+                            **qwen.marker_ids(ids), architectures=[FAMILY.architecture])
 
 
 def processor(tokenizer, arch: dict, chat_template: str):
@@ -115,14 +115,14 @@ def processor(tokenizer, arch: dict, chat_template: str):
 
 FAMILY = Family(
     name="qwen2_5_vl", architecture="Qwen2_5_VLForConditionalGeneration",
-    prompt=_qwen.chatml_prompt, video_placeholder=_qwen.VIDEO_PAD, stop=_qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
-    vision_params=vision_params, video_tokens=video_tokens, size_multiple=_qwen.size_multiple, video_text_tokens=no_video_text, vision_modules=("visual",),
+    prompt=qwen.chatml_prompt, video_placeholder=qwen.VIDEO_PAD, stop=qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
+    vision_params=vision_params, video_tokens=video_tokens, size_multiple=qwen.size_multiple, video_text_tokens=no_video_text, vision_modules=("visual",),
     # t x second_per_grid x tokens_per_second, second_per_grid = temporal_patch_size / fps (vLLM
     # model_executor/models/qwen2_5_vl.py `iter_mm_grid_thw`)
     fps_scaled_positions=True,
     vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75
     transformers_fix=transformers_fix,
-    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=_qwen.TOKENS, eos_tokens=_qwen.EOS_TOKENS,
+    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=qwen.TOKENS, eos_tokens=qwen.EOS_TOKENS,
                           config=config, processor=processor),
-    config_keys=_qwen.CONFIG_KEYS,
+    config_keys=qwen.CONFIG_KEYS,
 )

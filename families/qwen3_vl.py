@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from families import _qwen
+from families.common import qwen
 from families.base import Checkpoint, Family
 
 # transformers 5.19's Qwen3VLVideoProcessor: size = {shortest_edge, longest_edge} over the whole clip
@@ -27,9 +27,9 @@ def video_tokens(arch: dict, frames: int, width: int, height: int) -> int:
     factor, temporal = arch["patch_size"] * arch["spatial_merge_size"], arch["temporal_patch_size"]
     if frames < temporal:
         raise ValueError(f"Qwen3-VL needs at least {temporal} frames per clip, got {frames}")
-    min_px, max_px = _qwen.pixel_limits(arch, VIDEO_PIXEL_DEFAULTS)
-    h, w = _qwen.smart_resize(height, width, factor, min_px, max_px, frames=frames, temporal=temporal)
-    return _qwen.grid_tokens(arch, frames, h, w)
+    min_px, max_px = qwen.pixel_limits(arch, VIDEO_PIXEL_DEFAULTS)
+    h, w = qwen.smart_resize(height, width, factor, min_px, max_px, frames=frames, temporal=temporal)
+    return qwen.grid_tokens(arch, frames, h, w)
 
 
 def video_text_tokens(arch: dict, frames: int) -> int:
@@ -41,13 +41,13 @@ def vision_params(arch: dict) -> int:
     per deepstack layer, as transformers 5.19 builds Qwen3VLVisionModel."""
     vh, vi, h, m2 = arch["vision_hidden_size"], arch["vision_intermediate_size"], arch["hidden_size"], \
         arch["spatial_merge_size"] ** 2
-    block = 4 * vh + _qwen.vision_attention_params(vh) + (vh * vi + vi) + (vi * vh + vh)
+    block = 4 * vh + qwen.vision_attention_params(vh) + (vh * vi + vi) + (vi * vh + vh)
 
     def merger(norm_dim: int) -> int:  # LayerNorm, fc1 (4vh -> 4vh), fc2 (4vh -> h)
         return 2 * norm_dim + (m2 * vh) ** 2 + m2 * vh + m2 * vh * h + h
 
     deepstack = len(arch.get("deepstack_visual_indexes") or ())
-    return (_qwen.patch_embed_params(arch) + vh + arch["num_position_embeddings"] * vh
+    return (qwen.patch_embed_params(arch) + vh + arch["num_position_embeddings"] * vh
             + arch["vision_depth"] * block + merger(vh) + deepstack * merger(m2 * vh))
 
 
@@ -91,12 +91,12 @@ def config(arch: dict, ids: dict):
         raise ValueError("Qwen3-VL's vision num_position_embeddings must be a perfect square")
     rope = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": mrope_section(arch["head_dim"]),
             "mrope_interleaved": True}
-    text = _qwen.text_config(arch, ids, rope, head_dim=arch["head_dim"], attention_bias=False)
-    vision = _qwen.vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
+    text = qwen.text_config(arch, ids, rope, head_dim=arch["head_dim"], attention_bias=False)
+    vision = qwen.vision_config(arch, num_position_embeddings=arch["num_position_embeddings"],
                                  deepstack_visual_indexes=list(arch["deepstack_visual_indexes"]),
                                  hidden_act="gelu_pytorch_tanh")
     return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=arch["tie_word_embeddings"],
-                         **_qwen.marker_ids(ids), architectures=[FAMILY.architecture])
+                         **qwen.marker_ids(ids), architectures=[FAMILY.architecture])
 
 
 def processor(tokenizer, arch: dict, chat_template: str):
@@ -115,13 +115,13 @@ def processor(tokenizer, arch: dict, chat_template: str):
 
 FAMILY = Family(
     name="qwen3_vl", architecture="Qwen3VLForConditionalGeneration",
-    prompt=_qwen.chatml_prompt, video_placeholder=_qwen.VIDEO_PAD, stop=_qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
-    vision_params=vision_params, video_tokens=video_tokens, size_multiple=_qwen.size_multiple, video_text_tokens=video_text_tokens,
+    prompt=qwen.chatml_prompt, video_placeholder=qwen.VIDEO_PAD, stop=qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
+    vision_params=vision_params, video_tokens=video_tokens, size_multiple=qwen.size_multiple, video_text_tokens=video_text_tokens,
     vision_modules=("visual",),
     fps_scaled_positions=False,  # its processor writes timestamps as text instead (module docstring)
     vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75
     transformers_fix=None,
-    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=_qwen.TOKENS, eos_tokens=_qwen.EOS_TOKENS,
+    checkpoint=Checkpoint(builtin=BUILTIN, job=JOB, special_tokens=qwen.TOKENS, eos_tokens=qwen.EOS_TOKENS,
                           config=config, processor=processor),
-    config_keys=_qwen.CONFIG_KEYS,
+    config_keys=qwen.CONFIG_KEYS,
 )

@@ -181,6 +181,33 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, v
     return choose_tensor_parallel(lambda tp, preset=model: _plan_on(preset, *args[1:], tp=tp), tier, model)
 
 
+@dataclass
+class _Request:
+    """One request's size: its tokens, its video tokens, the model's context, how the count was reached."""
+    need: int
+    video_tokens: int
+    context: int | None
+    notes: list[str]
+
+
+@dataclass
+class _Sizes:
+    """Per GPU: the weights (total, lm, vision), KV bytes per token and per request, activation width."""
+    weights: dict
+    kv_tok: int
+    kv_seq: int
+    act: int
+
+
+@dataclass
+class _Budget:
+    """The memory a plan works within: max_num_batched_tokens, the budget, the reserve, the KV budget."""
+    batched: int
+    total: float
+    reserve: float
+    kv: float
+
+
 def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | None, max_new_tokens: int,
              prompt_text_tokens: int, device_vram_gib: float | None, cap_to_tier: bool | None, tp: int) -> Plan:
     """The plan for engines of `tp` GPUs each; memory figures are per GPU."""
@@ -190,38 +217,80 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     warnings = check_combination(model, engine, choice, tier)
     dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
     warnings += dtype_warnings
+    request = _request(model, video, family, arch, max_new_tokens, prompt_text_tokens)
+    sizes = _sizes(family, arch, dtype, choice, tier, tp, request.need)
+    max_len = _model_len(model, request, warnings)
+    util, total_gib, cap = _device_memory(tier, device_vram_gib, cap_to_tier, warnings)
+    max_len, budget, per_seq = _fit_model_len(tier, engine, arch, sizes, request, util, total_gib, max_len, warnings)
+    seqs = None if math.isinf(budget.kv) else max(0, int(budget.kv // per_seq))
+    fits, reasons = _fits(model, tier, engine, arch, family, dtype, choice, tp, request, sizes, budget, per_seq, seqs,
+                          util, total_gib)
+    max_num_seqs = tier.max_num_seqs if seqs is None or not fits else max(1, min(tier.max_num_seqs, seqs))
+    reasons += _fit_words(tier, engine, tp, request, sizes, budget, per_seq, seqs, max_num_seqs) if fits else []
+    vllm, hf = _engine_settings(tier, engine, family, dtype, choice, tp, util, cap, seqs, max_num_seqs, budget.batched,
+                                max_len)
+    gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
+    return Plan(
+        model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,
+        model_path=choice.checkpoint or model.get("path"),
+        quantization={"method": choice.method, "bits": choice.bits, "group_size": choice.group_size,
+                      "double_quant": choice.double_quant, "priority": choice.priority, "auto": choice.auto,
+                      "checkpoint": choice.checkpoint, "why": choice.why},
+        vllm=vllm, hf=hf,
+        memory_gib={"total": total_gib, "utilization": None if util is None else round(util, 4),
+                    "budget": gib(budget.total), "weights": gib(sizes.weights["total"]),
+                    "weights_lm": gib(sizes.weights["lm"]), "weights_vision": gib(sizes.weights["vision"]),
+                    "reserve": gib(budget.reserve), "kv_budget": gib(budget.kv), "kv_per_sequence": gib(sizes.kv_seq)},
+        kv_bytes_per_token=int(sizes.kv_tok), sequences_fit=seqs, vision_tokens_per_clip=request.video_tokens,
+        tokens_per_request=request.need, fits=fits, reasons=reasons, warnings=warnings, notes=request.notes,
+        speculative=tier.speculative, engine_reason=engine_reason, tensor_parallel_size=tp,
+        replicas=max(1, tier.count // tp), engine_env=dict(tier.env) if engine == "vllm" else {},
+    )
 
+
+def _request(model: dict, video: dict | None, family: str, arch: dict, max_new_tokens: int,
+             prompt_text_tokens: int) -> _Request:
+    """A request's tokens: prompt text + the clip's video tokens (the worst case over the sizes a pixel
+    budget allows) + the text the processor adds around them + the caption."""
     frames, width, height, max_pixels, multiple = _clip(video, model)
     try:
         video_tokens, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
     except ValueError as exc:
         raise PlanError(f"`video`: {exc}") from None
-    notes = [size_note] if size_note else []
     need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
-    context = arch.get("max_position_embeddings")
+    return _Request(need, video_tokens, arch.get("max_position_embeddings"), [size_note] if size_note else [])
 
+
+def _sizes(family: str, arch: dict, dtype: str, choice, tier: Tier, tp: int, need: int) -> _Sizes:
+    """Weights and KV cache per GPU: each of `tp` GPUs holds 1/tp of the weights and its share of the KV
+    heads (replicated below one per GPU)."""
     weights = weight_bytes(family, arch, dtype, choice.method, choice.bits or 4, choice.group_size or 128,
                            choice.double_quant)
     kv_dtype = dtype if tier.kv_cache_dtype == "auto" else tier.kv_cache_dtype
     kv_tok = arch_kv_bytes_per_token(arch, kv_dtype)
-    if tp > 1:  # each GPU holds 1/tp of the weights and its share of the KV heads (replicated below one per GPU)
+    if tp > 1:
         weights = {part: size / tp for part, size in weights.items()}
         heads = int(arch["num_kv_heads"])
         kv_tok = kv_tok // heads * max(1, heads // tp)
-    kv_seq = kv_bytes(kv_tok, need, block=tier.block_size)
-    act = dtype_bytes(dtype)
+    return _Sizes(weights, kv_tok, kv_bytes(kv_tok, need, block=tier.block_size), dtype_bytes(dtype))
 
-    # max_model_len: the preset's, unless a request would not fit in it
+
+def _model_len(model: dict, request: _Request, warnings: list[str]) -> int:
+    """max_model_len: the preset's, unless a request would not fit in it; never past the model's context."""
     max_len = int(model.get("max_model_len") or 0)
-    if max_len < need:
-        picked = _round_up(need, MAX_MODEL_LEN_STEP)
+    if max_len < request.need:
+        picked = _round_up(request.need, MAX_MODEL_LEN_STEP)
         if max_len:
-            warnings.append(f"model.max_model_len={max_len} is below the {need} tokens a request needs: "
+            warnings.append(f"model.max_model_len={max_len} is below the {request.need} tokens a request needs: "
                             f"the plan uses {picked} (set model.max_model_len={picked})")
         max_len = picked
-    if context:
-        max_len = min(max_len, int(context))
+    return min(max_len, int(request.context)) if request.context else max_len
 
+
+def _device_memory(tier: Tier, device_vram_gib: float | None, cap_to_tier: bool | None,
+                   warnings: list[str]) -> tuple[float | None, float | None, bool]:
+    """(memory utilization, total GiB, rehearsing a smaller tier): the tier's, or the fraction of a bigger
+    device that gives the engine the tier's memory (gpu.cap_to_tier)."""
     util = tier.gpu_memory_utilization
     cap = tier.cap_to_tier if cap_to_tier is None else cap_to_tier
     total_gib = tier.vram_gib if tier.is_gpu else tier.ram_gib
@@ -242,124 +311,128 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     elif tier.is_gpu and device_vram_gib and abs(device_vram_gib - tier.vram_gib) > 0.05 * tier.vram_gib:
         warnings.append(f"this GPU has {device_vram_gib:g} GiB, tier {tier.name} assumes {tier.vram_gib:g} GiB: "
                         "vLLM budgets from the real device; set gpu.cap_to_tier=true to rehearse the tier")
+    return util, total_gib, cap
 
-    def budget_for(length: int) -> tuple[int, float, float, float]:
-        """(max_num_batched_tokens, budget, reserve, KV budget) in bytes for a max_model_len."""
-        batched = tier.max_num_batched_tokens
-        if engine == "vllm" and not tier.enable_chunked_prefill and batched < length:
-            batched = length  # without chunked prefill a whole prompt must fit in one step
-        if not tier.is_gpu:
-            if engine == "vllm":
-                if tier.cpu_kv_cache_gib is None:
-                    raise PlanError("`gpu.env.VLLM_CPU_KVCACHE_SPACE` is unset: vLLM then sizes the KV cache "
-                                    "itself, from the host's free memory; set it in GiB (conf/gpu/cpu.yaml sets 2)")
-                # weights live in host RAM, the KV cache in its own fixed space
-                ram = math.inf if tier.ram_gib is None else tier.ram_gib * GIB
-                return batched, ram, 0.0, tier.cpu_kv_cache_gib * GIB
-            if tier.ram_gib is None:
-                return batched, math.inf, 0.0, math.inf
-            budget = tier.ram_gib * GIB
-            return batched, budget, OVERHEAD_GIB * GIB, budget - weights["total"] - OVERHEAD_GIB * GIB
-        budget = total_gib * GIB * util
-        reserve = OVERHEAD_GIB * GIB
+
+def _budget(tier: Tier, engine: str, arch: dict, sizes: _Sizes, video_tokens: int, util, total_gib,
+            length: int) -> _Budget:
+    """The memory budget for a max_model_len of `length` (module docstring: the memory model)."""
+    batched = tier.max_num_batched_tokens
+    if engine == "vllm" and not tier.enable_chunked_prefill and batched < length:
+        batched = length  # without chunked prefill a whole prompt must fit in one step
+    weights = sizes.weights["total"]
+    if not tier.is_gpu:
         if engine == "vllm":
-            reserve += (0 if tier.enforce_eager else CUDA_GRAPH_GIB * GIB) + activation_bytes(arch, batched, act)
-            reserve += logits_bytes(arch, tier.max_num_seqs)
-            if arch.get("vision_hidden_size"):
-                reserve += vision_activation_bytes(arch, max(video_tokens, batched), act)
-        return batched, budget, reserve, budget - weights["total"] - reserve
-
-    batched, budget, reserve, kv_budget = budget_for(max_len)
-    per_seq = kv_seq
-    if engine == "hf":  # no paging: each sequence of a batch also holds its prefill activations
-        per_seq += activation_bytes(arch, need, act)
+            if tier.cpu_kv_cache_gib is None:
+                raise PlanError("`gpu.env.VLLM_CPU_KVCACHE_SPACE` is unset: vLLM then sizes the KV cache "
+                                "itself, from the host's free memory; set it in GiB (conf/gpu/cpu.yaml sets 2)")
+            # weights live in host RAM, the KV cache in its own fixed space
+            ram = math.inf if tier.ram_gib is None else tier.ram_gib * GIB
+            return _Budget(batched, ram, 0.0, tier.cpu_kv_cache_gib * GIB)
+        if tier.ram_gib is None:
+            return _Budget(batched, math.inf, 0.0, math.inf)
+        budget = tier.ram_gib * GIB
+        return _Budget(batched, budget, OVERHEAD_GIB * GIB, budget - weights - OVERHEAD_GIB * GIB)
+    budget = total_gib * GIB * util
+    reserve = OVERHEAD_GIB * GIB
+    if engine == "vllm":
+        reserve += (0 if tier.enforce_eager else CUDA_GRAPH_GIB * GIB) + activation_bytes(arch, batched, sizes.act)
+        reserve += logits_bytes(arch, tier.max_num_seqs)
         if arch.get("vision_hidden_size"):
-            per_seq += vision_activation_bytes(arch, video_tokens, act)
-    needed_len = min(_round_up(need, MAX_MODEL_LEN_STEP), max_len)
-    if engine == "vllm" and kv_budget < kv_bytes(kv_tok, max_len) and max_len > needed_len:
-        # vLLM refuses to start when one max_model_len sequence cannot fit the KV cache
+            reserve += vision_activation_bytes(arch, max(video_tokens, batched), sizes.act)
+    return _Budget(batched, budget, reserve, budget - weights - reserve)
+
+
+def _fit_model_len(tier: Tier, engine: str, arch: dict, sizes: _Sizes, request: _Request, util, total_gib,
+                   max_len: int, warnings: list[str]) -> tuple[int, _Budget, float]:
+    """(max_model_len, budget, bytes per request): max_model_len lowered where one sequence of it would
+    not fit vLLM's KV cache (vLLM checks at start-up); on transformers a request also holds its prefill
+    activations (no paging)."""
+    budget = _budget(tier, engine, arch, sizes, request.video_tokens, util, total_gib, max_len)
+    per_seq = sizes.kv_seq
+    if engine == "hf":
+        per_seq += activation_bytes(arch, request.need, sizes.act)
+        if arch.get("vision_hidden_size"):
+            per_seq += vision_activation_bytes(arch, request.video_tokens, sizes.act)
+    needed_len = min(_round_up(request.need, MAX_MODEL_LEN_STEP), max_len)
+    if engine == "vllm" and budget.kv < kv_bytes(sizes.kv_tok, max_len) and max_len > needed_len:
         warnings.append(f"lowered max_model_len from {max_len} to {needed_len} so one sequence fits the KV cache "
                         "(vLLM checks this at start-up)")
         max_len = needed_len
-        batched, budget, reserve, kv_budget = budget_for(max_len)
-    if engine == "vllm" and batched != tier.max_num_batched_tokens:
-        warnings.append(f"max_num_batched_tokens raised from {tier.max_num_batched_tokens} to {batched}: without "
-                        "chunked prefill vLLM needs it >= max_model_len (or set gpu.enable_chunked_prefill=true)")
+        budget = _budget(tier, engine, arch, sizes, request.video_tokens, util, total_gib, max_len)
+    if engine == "vllm" and budget.batched != tier.max_num_batched_tokens:
+        warnings.append(f"max_num_batched_tokens raised from {tier.max_num_batched_tokens} to {budget.batched}: "
+                        "without chunked prefill vLLM needs it >= max_model_len (or set gpu.enable_chunked_prefill=true)")
+    return max_len, budget, per_seq
 
+
+def _fits(model: dict, tier: Tier, engine: str, arch: dict, family: str, dtype: str, choice, tp: int,
+          request: _Request, sizes: _Sizes, budget: _Budget, per_seq: float, seqs: int | None, util,
+          total_gib) -> tuple[bool, list[str]]:
+    """(fits, why not): the request within the model's context, the weights within the budget, at least
+    one request within the KV budget."""
     reasons: list[str] = []
-    unbounded = math.isinf(kv_budget)
-    seqs = None if unbounded else max(0, int(kv_budget // per_seq))
     fits = True
-    if context and need > context:
+    weights, need = sizes.weights["total"], request.need
+    if request.context and need > request.context:
         fits = False
-        reasons.append(f"a request needs {need} tokens but {model.get('name')} handles {context}: use fewer frames "
-                       "(video.num_frames) or smaller frames (model.frame_width / model.frame_height)")
-    if weights["total"] >= budget:
-        fits = False
+        reasons.append(f"a request needs {need} tokens but {model.get('name')} handles {request.context}: use fewer "
+                       "frames (video.num_frames) or smaller frames (model.frame_width / model.frame_height)")
+    if weights >= budget.total:
         four_bit = weight_bytes(family, arch, dtype, "awq", 4, 128)["total"] / GIB
         smaller = (f"4-bit weights (quant=awq with an AWQ checkpoint, or engine=hf quant=nf4) need ~{four_bit:.1f} GiB; "
                    if choice.method in ("none", "int8") else f"the weights are already {choice.method}: ")
-        reasons.append(f"weights alone need {weights['total'] / GIB:.1f} GiB{_per_gpu(tp)} but the budget is {budget / GIB:.1f} GiB "
-                       f"({_budget_words(tier, total_gib, util)}): {smaller}pick a GPU tier with more memory "
-                       "(gpu=...) or a smaller model")
-    elif seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
-        fits = False
-        reasons.append(f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache but "
-                       f"VLLM_CPU_KVCACHE_SPACE is {tier.cpu_kv_cache_gib:g} GiB: raise gpu.env.VLLM_CPU_KVCACHE_SPACE, "
-                       "or use fewer or smaller frames (video.num_frames, model.frame_width/height)")
-    elif seqs is not None and seqs < 1:
-        fits = False
-        reasons.append(f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache"
-                       f"{' and activations' if engine == 'hf' else ''}, but weights ({weights['total'] / GIB:.2f} GiB) "
-                       f"and reserve ({reserve / GIB:.2f} GiB) leave {max(kv_budget, 0) / GIB:.2f} GiB of "
-                       f"{budget / GIB:.1f}: use fewer or smaller frames (video.num_frames, model.frame_width/height), "
-                       "a lower sampling.max_new_tokens, quantized weights (quant=...), or a higher "
-                       "gpu.gpu_memory_utilization")
-    max_num_seqs = tier.max_num_seqs if seqs is None or not fits else max(1, min(tier.max_num_seqs, seqs))
-    if fits and seqs is not None and not tier.is_gpu and engine == "vllm":
-        reasons.append(f"fits: VLLM_CPU_KVCACHE_SPACE={tier.cpu_kv_cache_gib:g} GiB holds {seqs} concurrent requests "
-                       f"of {need} tokens ({per_seq / 2**20:.1f} MiB each); max_num_seqs {tier.max_num_seqs} -> "
-                       f"{max_num_seqs}; weights {weights['total'] / GIB:.2f} GiB in host RAM"
-                       f"{' (not checked: set gpu.ram_gib)' if tier.ram_gib is None else ''}")
-    elif fits and seqs is not None:
-        reasons.append(f"fits{_per_gpu(tp)}: {weights['total'] / GIB:.2f} GiB weights + {reserve / GIB:.2f} GiB reserve leave "
-                       f"{kv_budget / GIB:.2f} GiB for KV cache = {seqs} concurrent requests of {need} tokens "
-                       f"({per_seq / 2**20:.0f} MiB each); "
-                       + (f"max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}" if engine == "vllm"
-                          else f"batches of up to {seqs}"))
-    elif fits:
-        reasons.append(f"fits by assumption: host RAM not checked (set gpu.ram_gib); weights "
-                       f"{weights['total'] / GIB:.2f} GiB, {per_seq / 2**20:.1f} MiB per request")
+        return False, reasons + [
+            f"weights alone need {weights / GIB:.1f} GiB{_per_gpu(tp)} but the budget is {budget.total / GIB:.1f} GiB "
+            f"({_budget_words(tier, total_gib, util)}): {smaller}pick a GPU tier with more memory (gpu=...) or a "
+            "smaller model"]
+    if seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
+        return False, reasons + [
+            f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache but "
+            f"VLLM_CPU_KVCACHE_SPACE is {tier.cpu_kv_cache_gib:g} GiB: raise gpu.env.VLLM_CPU_KVCACHE_SPACE, "
+            "or use fewer or smaller frames (video.num_frames, model.frame_width/height)"]
+    if seqs is not None and seqs < 1:
+        return False, reasons + [
+            f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache"
+            f"{' and activations' if engine == 'hf' else ''}, but weights ({weights / GIB:.2f} GiB) "
+            f"and reserve ({budget.reserve / GIB:.2f} GiB) leave {max(budget.kv, 0) / GIB:.2f} GiB of "
+            f"{budget.total / GIB:.1f}: use fewer or smaller frames (video.num_frames, model.frame_width/height), "
+            "a lower sampling.max_new_tokens, quantized weights (quant=...), or a higher gpu.gpu_memory_utilization"]
+    return fits, reasons
 
-    vllm = hf = None
+
+def _fit_words(tier: Tier, engine: str, tp: int, request: _Request, sizes: _Sizes, budget: _Budget,
+               per_seq: float, seqs: int | None, max_num_seqs: int) -> list[str]:
+    """How a plan that fits fits, in one line."""
+    weights, need = sizes.weights["total"], request.need
+    if seqs is not None and not tier.is_gpu and engine == "vllm":
+        return [f"fits: VLLM_CPU_KVCACHE_SPACE={tier.cpu_kv_cache_gib:g} GiB holds {seqs} concurrent requests "
+                f"of {need} tokens ({per_seq / 2**20:.1f} MiB each); max_num_seqs {tier.max_num_seqs} -> "
+                f"{max_num_seqs}; weights {weights / GIB:.2f} GiB in host RAM"
+                f"{' (not checked: set gpu.ram_gib)' if tier.ram_gib is None else ''}"]
+    if seqs is not None:
+        return [f"fits{_per_gpu(tp)}: {weights / GIB:.2f} GiB weights + {budget.reserve / GIB:.2f} GiB reserve leave "
+                f"{budget.kv / GIB:.2f} GiB for KV cache = {seqs} concurrent requests of {need} tokens "
+                f"({per_seq / 2**20:.0f} MiB each); "
+                + (f"max_num_seqs {tier.max_num_seqs} -> {max_num_seqs}" if engine == "vllm"
+                   else f"batches of up to {seqs}")]
+    return [f"fits by assumption: host RAM not checked (set gpu.ram_gib); weights "
+            f"{weights / GIB:.2f} GiB, {per_seq / 2**20:.1f} MiB per request"]
+
+
+def _engine_settings(tier: Tier, engine: str, family: str, dtype: str, choice, tp: int, util, cap: bool,
+                     seqs: int | None, max_num_seqs: int, batched: int, max_len: int) -> tuple[dict | None, dict | None]:
+    """(vLLM's keyword arguments, transformers' settings): the one the plan's engine runs with."""
     if engine == "vllm":
-        vllm = {"dtype": dtype, "gpu_memory_utilization": None if util is None else round(util, 4),
+        return {"dtype": dtype, "gpu_memory_utilization": None if util is None else round(util, 4),
                 "max_num_seqs": max_num_seqs, "max_num_batched_tokens": batched, "max_model_len": max_len,
                 "enable_chunked_prefill": tier.enable_chunked_prefill, "enforce_eager": tier.enforce_eager,
                 "quantization": (choice.checkpoint_format or choice.method) if choice.method in PREQUANTIZED else None,
-                "kv_cache_dtype": tier.kv_cache_dtype, "tensor_parallel_size": tp, "block_size": tier.block_size}
-    else:
-        # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
-        hf = {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
-              "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
-              "quantization_config": _quant_config(choice, dtype, family) if choice.method in BITSANDBYTES else None}
-    gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
-    return Plan(
-        model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,
-        model_path=choice.checkpoint or model.get("path"),
-        quantization={"method": choice.method, "bits": choice.bits, "group_size": choice.group_size,
-                      "double_quant": choice.double_quant, "priority": choice.priority, "auto": choice.auto,
-                      "checkpoint": choice.checkpoint, "why": choice.why},
-        vllm=vllm, hf=hf,
-        memory_gib={"total": total_gib, "utilization": None if util is None else round(util, 4),
-                    "budget": gib(budget), "weights": gib(weights["total"]), "weights_lm": gib(weights["lm"]),
-                    "weights_vision": gib(weights["vision"]), "reserve": gib(reserve), "kv_budget": gib(kv_budget),
-                    "kv_per_sequence": gib(kv_seq)},
-        kv_bytes_per_token=int(kv_tok), sequences_fit=seqs, vision_tokens_per_clip=video_tokens,
-        tokens_per_request=need, fits=fits, reasons=reasons, warnings=warnings, notes=notes, speculative=tier.speculative,
-        engine_reason=engine_reason, tensor_parallel_size=tp, replicas=max(1, tier.count // tp),
-        engine_env=dict(tier.env) if engine == "vllm" else {},
-    )
+                "kv_cache_dtype": tier.kv_cache_dtype, "tensor_parallel_size": tp, "block_size": tier.block_size}, None
+    # rehearsing on a bigger GPU: torch.cuda.set_per_process_memory_fraction(memory_fraction) caps torch
+    return None, {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
+                  "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
+                  "quantization_config": _quant_config(choice, dtype, family) if choice.method in BITSANDBYTES else None}
 
 
 def _per_gpu(tp: int) -> str:

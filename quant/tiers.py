@@ -57,63 +57,13 @@ class Tier:
     def from_config(cls, cfg: dict) -> "Tier":
         """Validate a `gpu` group dict; raises PlanError naming the `gpu.<key>` to fix."""
         cfg = dict(cfg)
-        unknown = sorted(set(cfg) - set(TIER_KEYS) - set(OPTIONAL_TIER_KEYS))
-        missing = [k for k in TIER_KEYS if k not in cfg]
-        if unknown:
-            raise PlanError(f"`gpu.{unknown[0]}` is not a tier setting; known: {', '.join(TIER_KEYS)}")
-        if missing:
-            raise PlanError(f"`gpu.{missing[0]}` is missing from tier {cfg.get('name', '?')!r}: every conf/gpu "
-                            "preset sets it (null where null has a meaning)")
-
-        def need(key):
-            if cfg.get(key) is None:
-                raise PlanError(f"`gpu.{key}` is null in tier {cfg.get('name', '?')!r}: give it a value")
-            return cfg[key]
-
-        name, device = str(need("name")), str(need("device"))
+        _check_keys(cfg)
+        name, device = str(_need(cfg, "name")), str(_need(cfg, "device"))
         if device not in DEVICES:
             raise PlanError(f"`gpu.device={device}` is not valid; choose one of: {', '.join(DEVICES)}")
-        dtype = str(need("dtype"))
-        allowed = CPU_DTYPES if device == "cpu" else DTYPES
-        if dtype not in allowed:
-            raise PlanError(f"`gpu.dtype={dtype}` is not valid on tier {name}; choose one of: {', '.join(allowed)}")
-        vram_gb = float(need("vram_gb"))
-        if device == "cuda" and vram_gb <= 0:
-            raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
-        # decimal GB -> GiB when the driver figure is not given: a 16 GB card is 14.9 GiB
-        vram_gib = float(cfg.get("vram_gib") or vram_gb * GB / GIB)
-        util = cfg.get("gpu_memory_utilization")
-        if device == "cuda" and (util is None or not 0 < float(util) <= 1):
-            raise PlanError(f"`gpu.gpu_memory_utilization` must be in (0, 1] on a cuda tier ({name}), got {util}")
-        cc = cfg.get("compute_capability")
-        bf16 = cfg.get("supports_bf16")
-        if bf16 is None:  # bf16 tensor cores arrived with Ampere (sm80); a CPU: this one's flags
-            bf16 = has_native_bf16() if device == "cpu" else cc is not None and float(cc) >= 8.0
-        if dtype == "bfloat16" and not bf16 and device == "cuda":  # a CPU emulates it (the plan warns)
-            raise PlanError(f"`gpu.dtype=bfloat16` but tier {name} has no bf16 (compute capability {cc}): "
-                            "set `gpu.dtype=float16`")
-        for key in ("max_num_seqs", "max_num_batched_tokens"):
-            if int(need(key)) <= 0:
-                raise PlanError(f"`gpu.{key}` must be > 0, got {cfg[key]}")
-        kv_dtype = str(need("kv_cache_dtype"))
-        if kv_dtype not in KV_CACHE_DTYPES:
-            raise PlanError(f"`gpu.kv_cache_dtype={kv_dtype}` is not valid; choose one of: {', '.join(KV_CACHE_DTYPES)}")
-        count = int(need("count"))
-        if count <= 0:
-            raise PlanError(f"`gpu.count` must be >= 1 (GPUs on each machine), got {cfg.get('count')}")
-        tp = cfg.get("tensor_parallel_size")
-        if tp is not None:
-            tp = int(tp)
-            if tp <= 0 or tp & (tp - 1) or tp > count:
-                raise PlanError(f"`gpu.tensor_parallel_size={cfg.get('tensor_parallel_size')}` must be a power of two "
-                                f"no larger than gpu.count={count} (or null: the planner picks it)")
-            if tp > 1 and device == "cpu":
-                raise PlanError("`gpu.tensor_parallel_size` > 1 needs GPUs: on the cpu tier each engine is one "
-                                "process (gpu.count sets how many)")
-        block = int(need("block_size"))
-        if block <= 0 or (device == "cpu" and block % 32):
-            raise PlanError(f"`gpu.block_size={cfg.get('block_size')}` must be a positive number of tokens"
-                            + (", a multiple of 32 on the cpu tier (vLLM's CPU attention)" if device == "cpu" else ""))
+        vram_gb, vram_gib, util = _memory(cfg, name, device)
+        dtype, bf16, cc = _numbers(cfg, name, device)
+        count, tp, block = _parallel(cfg, device)
         env = dict(cfg["env"] or {})
         cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
         return cls(
@@ -124,9 +74,81 @@ class Tier:
             enable_chunked_prefill=bool(cfg["enable_chunked_prefill"]),
             supports_bf16=bool(bf16), compute_capability=None if cc is None else str(cc),
             vllm_vision_ok=bool(cfg["vllm_vision_ok"]),
-            suggested_engine=str(need("suggested_engine")), kv_cache_dtype=kv_dtype,
+            suggested_engine=str(_need(cfg, "suggested_engine")), kv_cache_dtype=str(cfg["kv_cache_dtype"]),
             speculative=cfg["speculative"] or None, cap_to_tier=bool(cfg["cap_to_tier"]),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
             count=count, tensor_parallel_size=tp, block_size=block,
         )
+
+
+def _check_keys(cfg: dict) -> None:
+    unknown = sorted(set(cfg) - set(TIER_KEYS) - set(OPTIONAL_TIER_KEYS))
+    missing = [k for k in TIER_KEYS if k not in cfg]
+    if unknown:
+        raise PlanError(f"`gpu.{unknown[0]}` is not a tier setting; known: {', '.join(TIER_KEYS)}")
+    if missing:
+        raise PlanError(f"`gpu.{missing[0]}` is missing from tier {cfg.get('name', '?')!r}: every conf/gpu "
+                        "preset sets it (null where null has a meaning)")
+
+
+def _need(cfg: dict, key: str):
+    if cfg.get(key) is None:
+        raise PlanError(f"`gpu.{key}` is null in tier {cfg.get('name', '?')!r}: give it a value")
+    return cfg[key]
+
+
+def _memory(cfg: dict, name: str, device: str) -> tuple[float, float, float | None]:
+    """(vram_gb, vram_gib, gpu_memory_utilization), checked for a cuda tier."""
+    vram_gb = float(_need(cfg, "vram_gb"))
+    if device == "cuda" and vram_gb <= 0:
+        raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
+    # decimal GB -> GiB when the driver figure is not given: a 16 GB card is 14.9 GiB
+    vram_gib = float(cfg.get("vram_gib") or vram_gb * GB / GIB)
+    util = cfg.get("gpu_memory_utilization")
+    if device == "cuda" and (util is None or not 0 < float(util) <= 1):
+        raise PlanError(f"`gpu.gpu_memory_utilization` must be in (0, 1] on a cuda tier ({name}), got {util}")
+    return vram_gb, vram_gib, util
+
+
+def _numbers(cfg: dict, name: str, device: str) -> tuple[str, bool, str | None]:
+    """(dtype, bf16 support, compute capability), and the batch limits and KV dtype checked."""
+    dtype = str(_need(cfg, "dtype"))
+    allowed = CPU_DTYPES if device == "cpu" else DTYPES
+    if dtype not in allowed:
+        raise PlanError(f"`gpu.dtype={dtype}` is not valid on tier {name}; choose one of: {', '.join(allowed)}")
+    cc = cfg.get("compute_capability")
+    bf16 = cfg.get("supports_bf16")
+    if bf16 is None:  # bf16 tensor cores arrived with Ampere (sm80); a CPU: this one's flags
+        bf16 = has_native_bf16() if device == "cpu" else cc is not None and float(cc) >= 8.0
+    if dtype == "bfloat16" and not bf16 and device == "cuda":  # a CPU emulates it (the plan warns)
+        raise PlanError(f"`gpu.dtype=bfloat16` but tier {name} has no bf16 (compute capability {cc}): "
+                        "set `gpu.dtype=float16`")
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        if int(_need(cfg, key)) <= 0:
+            raise PlanError(f"`gpu.{key}` must be > 0, got {cfg[key]}")
+    kv_dtype = str(_need(cfg, "kv_cache_dtype"))
+    if kv_dtype not in KV_CACHE_DTYPES:
+        raise PlanError(f"`gpu.kv_cache_dtype={kv_dtype}` is not valid; choose one of: {', '.join(KV_CACHE_DTYPES)}")
+    return dtype, bf16, cc
+
+
+def _parallel(cfg: dict, device: str) -> tuple[int, int | None, int]:
+    """(count, tensor_parallel_size or None, block_size), checked."""
+    count = int(_need(cfg, "count"))
+    if count <= 0:
+        raise PlanError(f"`gpu.count` must be >= 1 (GPUs on each machine), got {cfg.get('count')}")
+    tp = cfg.get("tensor_parallel_size")
+    if tp is not None:
+        tp = int(tp)
+        if tp <= 0 or tp & (tp - 1) or tp > count:
+            raise PlanError(f"`gpu.tensor_parallel_size={cfg.get('tensor_parallel_size')}` must be a power of two "
+                            f"no larger than gpu.count={count} (or null: the planner picks it)")
+        if tp > 1 and device == "cpu":
+            raise PlanError("`gpu.tensor_parallel_size` > 1 needs GPUs: on the cpu tier each engine is one "
+                            "process (gpu.count sets how many)")
+    block = int(_need(cfg, "block_size"))
+    if block <= 0 or (device == "cpu" and block % 32):
+        raise PlanError(f"`gpu.block_size={cfg.get('block_size')}` must be a positive number of tokens"
+                        + (", a multiple of 32 on the cpu tier (vLLM's CPU attention)" if device == "cpu" else ""))
+    return count, tp, block

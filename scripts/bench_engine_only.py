@@ -26,7 +26,6 @@ from bench_common import job_config
 from caption.engines.base import Request
 from caption.engines.vllm_engine import VllmEngine
 from caption.prompts import build_prompt
-from families import get_family
 from video_io.crawl import crawl_videos
 from video_io.workers import DecodePool
 
@@ -78,7 +77,7 @@ def main() -> int:
     if job.adapters:
         raise SystemExit("engine-only runs the base model: leave lora at none")
     requests = decoded_requests(job, args.clips)
-    engine = VllmEngine(job, get_family(job.model.family).stop)
+    engine = VllmEngine(job.engine_spec)
     steps = count_steps(engine.llm.llm_engine)
     try:
         started = time.perf_counter()

@@ -20,7 +20,6 @@ import time
 from bench_common import bench_clips, job_config, requests
 
 from caption.engines.vllm_engine import VllmEngine
-from families import get_family
 from eval.meteor import meteor_score
 
 SEED = 606  # used by no training run
@@ -38,7 +37,7 @@ def main() -> int:
     for label, overrides, adapter in (("base", [], None), ("base, LoRA on", ["lora=detailed"], None),
                                       ("detailed", ["lora=detailed"], "detailed")):
         job = job_config(clips, overrides)
-        engine = VllmEngine(job, get_family(job.model.family).stop)
+        engine = VllmEngine(job.engine_spec)
         try:
             batch = requests(job, decoded, ("caption",))
             for request in batch:

@@ -22,7 +22,6 @@ from bench_common import MODELS, bench_clips, job_config, model_overrides, reque
 
 from caption.engines.base import Request
 from caption.engines.vllm_engine import VllmEngine
-from families import get_family
 
 SEED = 404
 
@@ -61,7 +60,7 @@ def main() -> int:
     for caching in (False, True):
         cfg = job_config(clips, [*overrides, f"engine.enable_prefix_caching={str(caching).lower()}",
                                  "tasks=[caption,keywords,motion]"])  # sizes the processor cache for 3 per video
-        engine = VllmEngine(cfg, get_family(cfg.model.family).stop)
+        engine = VllmEngine(cfg.engine_spec)
         try:
             for tasks in (("caption",), ("caption", "keywords", "motion")):
                 batch = requests(cfg, decoded, tasks)

@@ -18,7 +18,6 @@ import time
 from bench_common import bench_clips, job_config, requests
 
 from caption.engines.vllm_engine import VllmEngine
-from families import get_family
 
 SEED = 505
 TASKS = ("caption", "motion")
@@ -34,7 +33,7 @@ def main() -> int:
     for batch_name, batch_override in (("1", ["gpu.max_num_seqs=1"]), ("full", [])):
         for spec in ("none", "ngram", "draft"):
             job = job_config(clips, [f"spec={spec}", *batch_override])
-            engine = VllmEngine(job, get_family(job.model.family).stop)
+            engine = VllmEngine(job.engine_spec)
             try:
                 batch = requests(job, decoded, TASKS)
                 list(engine.run(batch[:2]))  # warm-up

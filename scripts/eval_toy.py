@@ -27,7 +27,6 @@ from caption.config import CONF_DIR, REPO_ROOT
 from caption.planning import load_planned_job
 from caption.engines import build_engine
 from caption.job import run_job
-from families import get_family
 from eval.meteor import meteor_score
 from video_io.synth.attributes import ClipAttributes
 from video_io.synth.captions_ko import parse_attributes
@@ -88,7 +87,7 @@ def main() -> int:
     if args.model_path:
         base.append(f"model.path={args.model_path}")
     job = load_planned_job(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
-    engine = build_engine(job, get_family(job.model.family).stop)  # one engine for all runs
+    engine = build_engine(job.engine_spec)  # one engine for all runs
     rows = {}
     try:
         for ablation in ABLATIONS:

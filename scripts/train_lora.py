@@ -57,7 +57,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    transformers_fix()  # the positions vLLM uses (families/_qwen2_5_vl_positions.py)
+    transformers_fix()  # the positions vLLM uses (families/common/qwen2_5_vl_positions.py)
     started = time.perf_counter()
     processor = AutoProcessor.from_pretrained(args.base)
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(args.base, dtype=torch.float32)

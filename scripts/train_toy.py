@@ -215,7 +215,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    transformers_fix()  # train with the positions vLLM (and Qwen) use: see families/_qwen2_5_vl_positions.py
+    transformers_fix()  # train with the positions vLLM (and Qwen) use: see families/common/qwen2_5_vl_positions.py
     started = time.perf_counter()
     tokenizer = build_tokenizer(caption_corpus())
     processor = build_processor(tokenizer)

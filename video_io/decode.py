@@ -19,7 +19,7 @@ from the keyframe before it; "keyframe" takes the keyframe nearest each sampled 
 frame decoded per sample, nothing else); "auto" (the default) takes from each segment the frame
 cheapest to decode: the segment's keyframe nearest the sampled time when it has one, else the
 segment's first frame (decoded from the keyframe before it up to the segment, not to its centre),
-and spreads neighbours closer than a quarter of a segment (_spread). Every frame then stays in its
+and spreads neighbours closer than a quarter of a segment (spread_neighbours). Every frame then stays in its
 own segment, in order, at most half a segment from the exact sample;
 a record's `seek` says "keyframe" (all were keyframes), "nearby" (some were not) or "exact"
 (a segment held no frame of its own: more samples than frames).
@@ -164,7 +164,7 @@ def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[
         picked = _in_segments(times, keys, exact, edges)
         if picked is None:
             return exact, "exact", None
-        picked = _spread(times, keys, picked, edges)
+        picked = spread_neighbours(times, keys, picked, edges)
     else:
         picked = _nearest_keyframes(times, keys, exact)
     off = float(np.max(np.abs(times[picked] - times[exact])))
@@ -213,7 +213,7 @@ def _in_segments(times: np.ndarray, keys: np.ndarray, exact: list[int], edges: n
 MIN_GAP = 0.25  # seek=auto: neighbouring frames at least this fraction of the segment width apart
 
 
-def _spread(times: np.ndarray, keys: np.ndarray, picked: list[int], edges: np.ndarray) -> list[int]:
+def spread_neighbours(times: np.ndarray, keys: np.ndarray, picked: list[int], edges: np.ndarray) -> list[int]:
     """seek=auto's picks, with no two neighbours closer than MIN_GAP x the segment width.
 
     The cheapest frame of each segment crowds its neighbour where a segment's keyframe sits at its end
@@ -360,7 +360,7 @@ def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
     with open_source(path) as source:
         try:
             clip = _decode_open(source, spec)
-        except DecodeError as exc:
+        except DecodeError:
             if source.damage:  # a damaged MP4 whose index survived: what is wrong, not FFmpeg's words
                 raise DecodeError(source.damage) from None
             raise

@@ -117,66 +117,92 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
     av.open's, to decode on a GPU (video_io/nvdec.py); the pictures come back to host memory."""
     import av
 
-    images: dict[int, np.ndarray] = {}
-    rotation, size, rejected, last = None, None, 0, None
-    stats = decode_counters() if stats is None else stats
-    wanted_set = set(wanted)
-    seen: set[int] = set()
-    unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
     with av.open(uri, metadata_errors="replace", hwaccel=hwaccel) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        if hwaccel is not None:  # the CPU only parses; every frame thread would hold GPU surfaces of its own
-            stream.thread_count = 1
+        run = _WantedFrames(container, size_for, wanted, keys, seek, mode,
+                            decode_counters() if stats is None else stats, hwaccel is not None)
+        for n, target in enumerate(wanted):
+            if target in run.images or (run.last is not None and run.last > target):
+                continue  # already decoded, or passed (damaged): nothing better to find
+            if not run.go_to(n, target):
+                break  # a drained decoder takes packets again only after a seek: the caller goes sequential
+            for packet in container.demux(run.stream):
+                if run.feed(packet, target):
+                    break
+    return run.images, run.rotation or 0, run.rejected
+
+
+class _WantedFrames:
+    """decode_wanted's pass over one container: where it is, what it has, what it counted."""
+
+    def __init__(self, container, size_for: SizeFor, wanted: list[int], keys: list[int], seek: bool, mode: str,
+                 stats: dict, on_gpu: bool):
+        self.stream = container.streams.video[0]
+        self.stream.thread_type = "AUTO"
+        if on_gpu:  # the CPU only parses; every frame thread would hold GPU surfaces of its own
+            self.stream.thread_count = 1
+        self.container, self.size_for, self.wanted, self.keys, self.seek = container, size_for, wanted, keys, seek
+        self.stats, self.on_gpu = stats, on_gpu
+        self.wanted_set, self.seen = set(wanted), set()
+        self.unwanted_skip = "NONKEY" if mode == "keyframe" else "NONREF"
+        self.images: dict[int, np.ndarray] = {}
+        self.rotation, self.size, self.rejected, self.last = None, None, 0, None
         # A decoder holds each frame back until it has decoded the frames that may come before it on
         # screen (B-frame reordering, frame threads): for a wanted keyframe, the next keyframes (keyframe
         # mode skips every other frame) or the rest of its GOP. So when a wanted keyframe is the last
         # frame wanted before the next GOP, the decoder is drained once its packet is in, and the seek
         # to the next target resets it.
-        drained = False
-        for n, target in enumerate(wanted):
-            if target in images or (last is not None and last > target):
-                continue  # already decoded, or passed (damaged): nothing better to find
-            key = keys[bisect.bisect_right(keys, target) - 1] if seek and keys and keys[0] <= target else None
-            after = wanted[n + 1] if n + 1 < len(wanted) else None
-            drain = key == target and (after is None or keys[bisect.bisect_right(keys, after) - 1] > target)
-            if key is not None and (last is None or key > last or drained):
-                container.seek(key, stream=stream, backward=True)
-                drained = False
-            elif drained:
-                break  # a drained decoder takes packets again only after a seek: the caller goes sequential
-            for packet in container.demux(stream):
-                if seek:  # frames nothing refers to are not decoded unless wanted (about half of
-                    # an H.264/HEVC stream with B-frames); the decoder reads this per packet
-                    stream.codec_context.skip_frame = "DEFAULT" if packet.pts in wanted_set else unwanted_skip
-                stats["packets"] += bool(packet.size)
-                try:
-                    frames = packet.decode()
-                    if drain and packet.pts == target:
-                        frames = [*frames, *stream.codec_context.decode(None)]
-                        drained = True
-                except av.error.InvalidDataError:
-                    rejected += 1
-                    continue
-                for frame in frames:
-                    if frame.pts is None:
-                        continue
-                    last = frame.pts
-                    stats["decoded"] += 1
-                    # FFmpeg sets the context's format to the device's ("cuda") once NVDEC decodes,
-                    # and to a software format where it fell back (a profile the GPU lacks)
-                    stats["on_gpu"] += hwaccel is not None and stream.codec_context.pix_fmt == "cuda"
-                    stats["repeated"] += frame.pts in seen
-                    seen.add(frame.pts)
-                    if rotation is None:
-                        rotation = display_rotation(frame)
-                        size = size_for(rotation, frame.width, frame.height)
-                    if frame.pts in wanted_set and frame.pts not in images:
-                        images[frame.pts] = small_rgb(frame, size, rotation)
-                        stats["converted"] += 1
-                if drained or (last is not None and last >= target):
-                    break
-    return images, rotation or 0, rejected
+        self.drained, self.drain = False, False
+
+    def go_to(self, n: int, target: int) -> bool:
+        """Seek to the keyframe before wanted frame n where that is ahead; False where the decoder is
+        drained and no seek would reset it."""
+        keys = self.keys
+        key = keys[bisect.bisect_right(keys, target) - 1] if self.seek and keys and keys[0] <= target else None
+        after = self.wanted[n + 1] if n + 1 < len(self.wanted) else None
+        self.drain = key == target and (after is None or keys[bisect.bisect_right(keys, after) - 1] > target)
+        if key is not None and (self.last is None or key > self.last or self.drained):
+            self.container.seek(key, stream=self.stream, backward=True)
+            self.drained = False
+        elif self.drained:
+            return False
+        return True
+
+    def feed(self, packet, target: int) -> bool:
+        """Decode one packet, keeping the wanted frames it gives; True once `target` is reached."""
+        import av
+
+        if self.seek:  # frames nothing refers to are not decoded unless wanted (about half of
+            # an H.264/HEVC stream with B-frames); the decoder reads this per packet
+            self.stream.codec_context.skip_frame = "DEFAULT" if packet.pts in self.wanted_set else self.unwanted_skip
+        self.stats["packets"] += bool(packet.size)
+        try:
+            frames = packet.decode()
+            if self.drain and packet.pts == target:
+                frames = [*frames, *self.stream.codec_context.decode(None)]
+                self.drained = True
+        except av.error.InvalidDataError:
+            self.rejected += 1
+            return False
+        for frame in frames:
+            if frame.pts is not None:
+                self._keep(frame)
+        return self.drained or (self.last is not None and self.last >= target)
+
+    def _keep(self, frame) -> None:
+        stats = self.stats
+        self.last = frame.pts
+        stats["decoded"] += 1
+        # FFmpeg sets the context's format to the device's ("cuda") once NVDEC decodes, and to a
+        # software format where it fell back (a profile the GPU lacks)
+        stats["on_gpu"] += self.on_gpu and self.stream.codec_context.pix_fmt == "cuda"
+        stats["repeated"] += frame.pts in self.seen
+        self.seen.add(frame.pts)
+        if self.rotation is None:
+            self.rotation = display_rotation(frame)
+            self.size = self.size_for(self.rotation, frame.width, frame.height)
+        if frame.pts in self.wanted_set and frame.pts not in self.images:
+            self.images[frame.pts] = small_rgb(frame, self.size, self.rotation)
+            stats["converted"] += 1
 
 
 def small_rgb(frame, size: tuple[int, int] | None, rotation: int) -> np.ndarray:

@@ -1,16 +1,17 @@
-"""Inference engines behind one interface (caption.engines.base.Engine)."""
+"""Inference engines behind one interface (caption.engines.base.Engine), each built from the plan's
+engine specification (caption.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
 
-def build_engine(job, stop: tuple[str, ...]):
-    """The engine the job's config names; heavy imports happen only here."""
-    if job.engine == "vllm":
+def build_engine(spec):
+    """The engine `spec` names; heavy imports happen only here."""
+    if spec.engine == "vllm":
         from caption.engines.vllm_engine import VllmEngine
 
-        return VllmEngine(job, stop)
-    if job.engine == "hf":
+        return VllmEngine(spec)
+    if spec.engine == "hf":
         from caption.engines.hf_engine import HfEngine
 
-        return HfEngine(job, stop)
-    raise ValueError(f"unknown engine {job.engine!r}")
+        return HfEngine(spec)
+    raise ValueError(f"unknown engine {spec.engine!r}")

@@ -10,6 +10,7 @@ import time
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, pull, reply_text
+from caption.engines.spec import EngineSpec
 from families import get_family
 
 
@@ -84,33 +85,33 @@ def _bitsandbytes_config(settings: dict | None, torch):
 class HfEngine:
     name = "hf"
 
-    def __init__(self, job, stop: tuple[str, ...], model=None, processor=None):
+    def __init__(self, spec: EngineSpec, model=None, processor=None):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        family = get_family(job.model.family)
+        family = get_family(spec.family)
         if family.transformers_fix:  # e.g. Qwen2.5-VL's positions as vLLM and Qwen compute them
             family.transformers_fix()
         started = time.perf_counter()
         self.torch = torch
-        torch.manual_seed(job.engine_options.seed)
-        plan = job.plan.hf
+        torch.manual_seed(spec.options.seed)
+        plan, stop = spec.hf, spec.stop
         self.device = "cuda" if plan["device"] == "cuda" and torch.cuda.is_available() else "cpu"
         if self.device == "cuda" and plan.get("memory_fraction"):  # rehearsing a smaller tier
             torch.cuda.set_per_process_memory_fraction(plan["memory_fraction"])
-        self.processor = processor or AutoProcessor.from_pretrained(job.model.path)
+        self.processor = processor or AutoProcessor.from_pretrained(spec.model_path)
         self.processor.tokenizer.padding_side = "left"  # generation appends on the right
         if model is None:
             model = AutoModelForImageTextToText.from_pretrained(
-                job.model.path, dtype=getattr(torch, plan["dtype"]),
-                attn_implementation=job.engine_options.attn_implementation,
+                spec.model_path, dtype=getattr(torch, plan["dtype"]),
+                attn_implementation=spec.options.attn_implementation,
                 quantization_config=_bitsandbytes_config(plan.get("quantization_config"), torch))
         model = model if plan.get("quantization_config") else model.to(self.device)
-        self.model = _with_adapters(model, job.adapters).eval()
-        self.has_adapters = bool(job.adapters)
-        self.batch_size = min(job.engine_options.batch_size, plan.get("max_batch_size") or 10**9)
-        self.sampling = job.sampling
-        self.processor_kwargs = family.processor_kwargs
+        self.model = _with_adapters(model, spec.adapters).eval()
+        self.has_adapters = bool(spec.adapters)
+        self.batch_size = min(spec.options.batch_size, plan.get("max_batch_size") or 10**9)
+        self.sampling = spec.sampling
+        self.processor_kwargs = spec.processor_kwargs
         tok = self.processor.tokenizer
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
         self.load_s = time.perf_counter() - started

@@ -14,12 +14,13 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, pull, reply_text, take_ready
+from caption.engines.spec import EngineSpec
 from caption.outcome import EngineFailure
-from families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
@@ -35,7 +36,7 @@ class _DropThreadWarning(logging.Filter):
         return "torch.set_num_threads" not in record.getMessage()
 
 
-def _guard_kernel_rebind_scan() -> None:
+def guard_kernel_rebind_scan() -> None:
     """vLLM's worker start scans every module's objects with `vars(obj).get(...)`. Once numba has
     been imported (vLLM's n-gram proposer does that), llvmlite's `ffi.lib` answers `__dict__`
     through its `__getattr__` with a function wrapper, and the scan raises AttributeError, so a
@@ -77,12 +78,12 @@ def apply_engine_env(env: dict | None) -> None:
         os.environ[key] = value
 
 
-def engine_args(job) -> dict:
+def engine_args(spec: EngineSpec) -> dict:
     """Keyword arguments for vllm.LLM: the plan's engine settings plus what the job needs."""
-    plan, opts = job.plan.vllm, job.engine_options
+    plan, opts = spec.vllm, spec.options
     args = dict(
-        model=job.model.path,
-        tokenizer=job.model.path,
+        model=spec.model_path,
+        tokenizer=spec.model_path,
         limit_mm_per_prompt={"image": 0, "video": 1},
         enable_prefix_caching=opts.enable_prefix_caching,
         seed=opts.seed,
@@ -93,19 +94,18 @@ def engine_args(job) -> dict:
                 "block_size"):
         if plan.get(key) is not None:
             args[key] = plan[key]
-    if job.adapters:  # every adapter of the job can be in one batch
-        args.update(enable_lora=True, max_loras=len(job.adapters), max_cpu_loras=len(job.adapters),
-                    max_lora_rank=job.lora_max_rank)
-    if job.speculative is not None:
-        args["speculative_config"] = dict(job.speculative)
-    processor = get_family(job.model.family).processor_kwargs
-    if processor:
-        args["mm_processor_kwargs"] = dict(processor)
-    args["mm_processor_cache_gb"] = processor_cache_gib(job)
+    if spec.adapters:  # every adapter of the job can be in one batch
+        args.update(enable_lora=True, max_loras=len(spec.adapters), max_cpu_loras=len(spec.adapters),
+                    max_lora_rank=spec.lora_max_rank)
+    if spec.speculative is not None:
+        args["speculative_config"] = dict(spec.speculative)
+    if spec.processor_kwargs:
+        args["mm_processor_kwargs"] = dict(spec.processor_kwargs)
+    args["mm_processor_cache_gb"] = processor_cache_gib(spec)
     return args
 
 
-def processor_cache_gib(job) -> float:
+def processor_cache_gib(spec: EngineSpec) -> float:
     """vLLM's multimodal processor cache, sized for one pass over distinct videos.
 
     The cache keeps processed videos (float32 pixel values, 4 bytes per uint8 frame value) so that
@@ -113,39 +113,37 @@ def processor_cache_gib(job) -> float:
     other requests (tasks x adapters), submitted within an engine step of the first, can hit. With
     one request per video nothing can hit, so the cache is off (vLLM's default, 4 GiB, would only
     fill up and cost a copy per video); otherwise it holds the videos that can be in flight
-    (engine.max_inflight requests), with a quarter spare. vLLM keeps one copy in the frontend and
-    one in the engine core (vllm/config/multimodal.py, mm_processor_cache_gb)."""
-    per_clip = len(job.tasks) * len(job.variants())
-    if per_clip <= 1:
+    (engine.max_inflight requests), with a quarter spare, each of the frames the plan feeds (the
+    decoder's frame size or pixel budget). vLLM keeps one copy in the frontend and one in the engine
+    core (vllm/config/multimodal.py, mm_processor_cache_gb)."""
+    if spec.requests_per_clip <= 1:
         return 0.0
-    sampling = job.decode.sampling
-    frames = sampling.num_frames if sampling.mode == "uniform" else sampling.max_frames
-    clip_bytes = frames * (job.decode.width or 448) * (job.decode.height or 448) * 3 * 4
-    clips = math.ceil(job.engine_options.max_inflight / per_clip)
+    clip_bytes = spec.frames_per_clip * spec.frame_pixels * 3 * 4
+    clips = math.ceil(spec.options.max_inflight / spec.requests_per_clip)
     return round(max(0.01, 1.25 * clips * clip_bytes / 2**30), 3)
 
 
-def sampling_params(job, stop: tuple[str, ...]):
+def sampling_params(spec: EngineSpec):
     """The job's sampling settings as vLLM SamplingParams (greedy or sampling, one sequence).
     no_repeat_ngram_size and length_penalty have no field there; the plan warns for a preset that
     sets them (caption/generation.py sampling_warnings)."""
     from vllm import SamplingParams
 
-    s = job.sampling
+    s, stop = spec.sampling, spec.stop
     return SamplingParams(
         temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else -1,
         repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
         # blocks EOS and the generation config's eos ids (<|im_end|> here), as min_new_tokens does in transformers
-        min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=job.engine_options.seed,
+        min_tokens=s.min_new_tokens, stop=list(stop) or None, seed=spec.options.seed,
     )
 
 
-def beam_search_params(job):
+def beam_search_params(spec: EngineSpec):
     """The job's beam search as vLLM BeamSearchParams: the only knobs LLM.beam_search takes
     (vllm/sampling_params.py BeamSearchParams); the plan warns for the rest."""
     from vllm.sampling_params import BeamSearchParams
 
-    s = job.sampling
+    s = spec.sampling
     return BeamSearchParams(beam_width=s.num_beams, max_tokens=s.max_new_tokens, temperature=s.temperature,
                             length_penalty=s.length_penalty)
 
@@ -165,37 +163,61 @@ def _counters(llm) -> dict[str, float]:
     return values
 
 
+@dataclass
+class _Flight:
+    """The requests of one engine run: in vLLM (id -> request, submit time), the step each clip's first
+    request went in at, followers held back a step, the ids that have had a step, the steps so far."""
+    inflight: dict = field(default_factory=dict)
+    leaders: dict = field(default_factory=dict)
+    waiting: list = field(default_factory=list)
+    progressed: set = field(default_factory=set)
+    steps: int = 0
+
+
+def _result(request: Request, output, submitted: float) -> Result:
+    """A finished vLLM RequestOutput as the job's Result, with the timings vLLM measured."""
+    completion = output.outputs[0]
+    metrics = getattr(output, "metrics", None)
+    ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
+    n = len(completion.token_ids)
+    first, last = getattr(metrics, "first_token_ts", 0.0), getattr(metrics, "last_token_ts", 0.0)
+    return Result(request, text=completion.text.strip(), prompt_tokens=len(output.prompt_token_ids or ()),
+                  output_tokens=n, finish_reason=completion.finish_reason,
+                  generate_s=time.perf_counter() - submitted, ttft_s=ttft or None,
+                  tpot_s=(last - first) / (n - 1) if n > 1 and first and last > first else None)
+
+
 class VllmEngine:
     name = "vllm"
 
-    def __init__(self, job, stop: tuple[str, ...]):
-        apply_engine_env(job.plan.engine_env)
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", job.engine_options.log_level)
+    def __init__(self, spec: EngineSpec):
+        apply_engine_env(spec.env)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", spec.options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadWarning())
-        _guard_kernel_rebind_scan()
+        guard_kernel_rebind_scan()
         from vllm import LLM
 
         started = time.perf_counter()
-        self.llm = LLM(**engine_args(job))
+        self.llm = LLM(**engine_args(spec))
         self.load_s = time.perf_counter() - started
         global _engines_built
         _engines_built += 1
         self.number = _engines_built  # the newest engine of this process reports vLLM's counters
         # what the weights take: the checkpoint's tensors as stored (vLLM loads them as they are)
-        self.weight_bytes = sum(f.stat().st_size for f in Path(job.model.path).glob("*.safetensors")) or None
+        self.weight_bytes = sum(f.stat().st_size for f in Path(spec.model_path).glob("*.safetensors")) or None
         self._forced_params: dict[int, object] = {}  # forced output length -> its SamplingParams
         self.clock = StageClock()
         self.steps = 0  # engine steps since reset_stats (each reads the weights once)
-        self.max_inflight = job.engine_options.max_inflight
-        self.beam_params = beam_search_params(job) if job.sampling.beam_search else None
-        self.params = None if self.beam_params else sampling_params(job, stop)
+        self.max_inflight = spec.options.max_inflight
+        self.beam_params = beam_search_params(spec) if spec.beam_search else None
+        self.params = None if self.beam_params else sampling_params(spec)
         from vllm.lora.request import LoRARequest
 
-        self.lora = {a.name: LoRARequest(a.name, a.int_id, a.path) for a in job.adapters}
+        self.lora = {a.name: LoRARequest(a.name, a.int_id, a.path) for a in spec.adapters}
         self.tokenizer = self.llm.get_tokenizer()
         self.eos_token_id = self.tokenizer.eos_token_id  # the one token LLM.beam_search ends a beam on
-        self.refill = max(1, int(job.plan.vllm["max_num_seqs"]))
-        self.speculative = job.speculative is not None
+        self.refill = max(1, int(spec.vllm["max_num_seqs"]))
+        self.speculative = spec.speculative is not None
         self._baseline = _counters(self.llm)
 
     @staticmethod
@@ -279,76 +301,68 @@ class VllmEngine:
         """Stream requests in, results out. Requests for a clip after its first (other tasks)
         wait one engine step: by then the first has prefilled the shared system prompt and video,
         and the prefix cache serves them (scheduled in the same step, nothing is cached yet)."""
-        stream = iter(requests)
-        inflight: dict[str, tuple[Request, float]] = {}
-        leaders: dict[tuple, int] = {}  # (clip, adapter) -> engine step its first request went in at
-        waiting: list[Request] = []  # followers, released after the next step
-        steps, exhausted = 0, False
-        progressed: set[str] = set()  # in flight and through at least one engine step
+        stream, flight, exhausted = iter(requests), _Flight(), False
         try:
             while True:
-                ready, waiting = waiting, []
-                room = min(self.refill, self.max_inflight - len(inflight)) - len(ready)
+                ready, flight.waiting = flight.waiting, []
+                room = min(self.refill, self.max_inflight - len(flight.inflight)) - len(ready)
                 if not exhausted and room > 0:  # top up, at most a scheduler batch at a time, with the
                     # clips decoded by now: waiting for more would stop the steps of those in flight
-                    batch, exhausted = take_ready(stream, room, wait_for_one=not inflight and not ready)
+                    batch, exhausted = take_ready(stream, room, wait_for_one=not flight.inflight and not ready)
                     ready += batch
-                for request in ready:
-                    group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
-                    if leaders.get(group) == steps and inflight:
-                        waiting.append(request)  # its leader has not been through a step yet
-                        continue
-                    leaders.setdefault(group, steps)
-                    try:
-                        inflight[self._submit(request)] = (request, time.perf_counter())
-                    except Exception as exc:  # e.g. prompt longer than max_model_len
-                        yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
-                if not inflight:
-                    if exhausted and not waiting:
+                yield from self._admit(ready, flight)
+                if not flight.inflight:
+                    if exhausted and not flight.waiting:
                         return
                     continue
-                try:
-                    with self.clock("engine_step"):
-                        outputs = self.llm.llm_engine.step()
-                except Exception as exc:  # the engine is broken now: its requests in flight are lost
-                    # Requests that already had a step go again on the next engine (they got past
-                    # prefill, where a request's own positions and lengths break a step); the others,
-                    # the culprit among them, get error records.
-                    reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-                    again = [request for rid, (request, _) in inflight.items() if rid in progressed]
-                    for rid, (request, _) in inflight.items():
-                        if rid not in progressed:
-                            yield Result(request, error=f"the engine failed while this request was in flight "
-                                                        f"({reason})")
-                    inflight.clear()
-                    raise EngineFailure(reason, unsubmitted=again + waiting) from exc
-                steps += 1
-                self.steps += 1
-                progressed.update(output.request_id for output in outputs)
-                if len(leaders) > 4 * self.max_inflight:  # forget clips long done
-                    leaders = {g: s for g, s in leaders.items() if s >= steps - 2}
-                for output in outputs:
-                    if not output.finished or output.request_id not in inflight:
-                        continue
-                    request, submitted = inflight.pop(output.request_id)
-                    progressed.discard(output.request_id)
-                    completion = output.outputs[0]
-                    metrics = getattr(output, "metrics", None)
-                    ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
-                    n = len(completion.token_ids)
-                    first, last = (getattr(metrics, "first_token_ts", 0.0), getattr(metrics, "last_token_ts", 0.0))
-                    yield Result(request, text=completion.text.strip(),
-                                 prompt_tokens=len(output.prompt_token_ids or ()),
-                                 output_tokens=n,
-                                 finish_reason=completion.finish_reason,
-                                 generate_s=time.perf_counter() - submitted, ttft_s=ttft or None,
-                                 tpot_s=(last - first) / (n - 1) if n > 1 and first and last > first else None)
+                yield from self._step(flight)
         finally:  # stopped early (interrupted, fail_fast): leave nothing running in a reused engine
-            if inflight and self.llm is not None:
+            if flight.inflight and self.llm is not None:
                 try:
-                    self.llm.llm_engine.abort_request(list(inflight))
+                    self.llm.llm_engine.abort_request(list(flight.inflight))
                 except Exception:
                     pass
+
+    def _admit(self, ready: list[Request], flight: "_Flight") -> Iterator[Result]:
+        """Submit the ready requests, holding back a clip's followers until its leader has had a step;
+        a request vLLM refuses (e.g. a prompt longer than max_model_len) comes back as an error."""
+        for request in ready:
+            group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
+            if flight.leaders.get(group) == flight.steps and flight.inflight:
+                flight.waiting.append(request)  # its leader has not been through a step yet
+                continue
+            flight.leaders.setdefault(group, flight.steps)
+            try:
+                flight.inflight[self._submit(request)] = (request, time.perf_counter())
+            except Exception as exc:
+                yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
+
+    def _step(self, flight: "_Flight") -> Iterator[Result]:
+        """One engine step; the requests it finished, as results. A step that fails breaks the engine:
+        requests that already had a step go again on the next engine (they got past prefill, where a
+        request's own positions and lengths break a step); the others, the culprit among them, get
+        error results, and EngineFailure hands the rest to the supervisor."""
+        try:
+            with self.clock("engine_step"):
+                outputs = self.llm.llm_engine.step()
+        except Exception as exc:  # the engine is broken now: its requests in flight are lost
+            reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            again = [request for rid, (request, _) in flight.inflight.items() if rid in flight.progressed]
+            for rid, (request, _) in flight.inflight.items():
+                if rid not in flight.progressed:
+                    yield Result(request, error=f"the engine failed while this request was in flight ({reason})")
+            flight.inflight.clear()
+            raise EngineFailure(reason, unsubmitted=again + flight.waiting) from exc
+        flight.steps += 1
+        self.steps += 1
+        flight.progressed.update(output.request_id for output in outputs)
+        if len(flight.leaders) > 4 * self.max_inflight:  # forget clips long done
+            flight.leaders = {g: s for g, s in flight.leaders.items() if s >= flight.steps - 2}
+        for output in outputs:
+            if output.finished and output.request_id in flight.inflight:
+                request, submitted = flight.inflight.pop(output.request_id)
+                flight.progressed.discard(output.request_id)
+                yield _result(request, output, submitted)
 
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from caption.planning import load_planned_job
-from families import get_family
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +44,7 @@ def vllm_engine(_vllm_engines, job_config, model_dir):
         if engine is not None:
             engine.close()
         job = job_config([])
-        engine = _vllm_engines["engine"] = VllmEngine(job, get_family(job.model.family).stop)
+        engine = _vllm_engines["engine"] = VllmEngine(job.engine_spec)
     return engine
 
 
@@ -54,7 +53,7 @@ def hf_engine(job_config, model_dir):
     from caption.engines.hf_engine import HfEngine
 
     job = job_config(["engine=hf"])
-    engine = HfEngine(job, get_family(job.model.family).stop)
+    engine = HfEngine(job.engine_spec)
     yield engine
     engine.close()
 

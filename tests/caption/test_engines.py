@@ -12,7 +12,7 @@ from video_io.synth.captions_ko import parse_attributes
 pytestmark = pytest.mark.slow
 
 
-def _requests(synth_dir, tasks=("caption",)):
+def clip_requests(synth_dir, tasks=("caption",)):
     spec = DecodeSpec(width=56, height=56)
     requests = []
     for i in range(6):
@@ -24,14 +24,14 @@ def _requests(synth_dir, tasks=("caption",)):
     return requests
 
 
-def _texts(results):
+def texts_by_key(results):
     return {(r.request.key, r.request.task): r for r in results}
 
 
 def test_vllm_and_transformers_agree_on_greedy_output(synth_dir, vllm_engine, hf_engine):
-    requests = _requests(synth_dir, tasks=("caption", "keywords"))
-    from_vllm = _texts(vllm_engine.run(requests))
-    from_hf = _texts(hf_engine.run(requests))
+    requests = clip_requests(synth_dir, tasks=("caption", "keywords"))
+    from_vllm = texts_by_key(vllm_engine.run(requests))
+    from_hf = texts_by_key(hf_engine.run(requests))
     assert set(from_vllm) == set(from_hf) == {(r.key, r.task) for r in requests}
     for key in from_vllm:
         a, b = from_vllm[key], from_hf[key]
@@ -46,7 +46,7 @@ def test_captions_are_korean_sentences_naming_the_clip(synth_dir, vllm_engine):
 
     references = {json.loads(line)["video"]: json.loads(line)
                   for line in open(synth_dir / "references.jsonl", encoding="utf-8")}
-    results = list(vllm_engine.run(_requests(synth_dir)))
+    results = list(vllm_engine.run(clip_requests(synth_dir)))
     assert len(results) == 6
     named = 0
     for result in results:
@@ -62,7 +62,7 @@ def test_captions_are_korean_sentences_naming_the_clip(synth_dir, vllm_engine):
 def test_results_stream_in_completion_order_and_are_keyed(synth_dir, vllm_engine):
     """The first request submitted generates 40 tokens, the next ones 2: with continuous batching the short
     ones finish first and are handed back first, each keyed to its own request."""
-    requests = _requests(synth_dir)[:3]
+    requests = clip_requests(synth_dir)[:3]
     requests[0].forced_output_tokens = 40
     for request in requests[1:]:
         request.forced_output_tokens = 2
@@ -91,18 +91,18 @@ def test_the_live_engine_runs_the_plans_settings(vllm_engine, job_config):
 
 
 def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
-    [good] = _requests(synth_dir)[:1]
+    [good] = clip_requests(synth_dir)[:1]
     too_long = Request(key="long.mp4", task="caption", adapter=None,
                        prompt=good.prompt.replace("이 영상을", "이 영상을 " + "아주 " * 600),
                        frames=good.frames, video_metadata=good.video_metadata)
-    results = _texts(vllm_engine.run([too_long, good]))
+    results = texts_by_key(vllm_engine.run([too_long, good]))
     assert results[("long.mp4", "caption")].error and "vLLM rejected" in results[("long.mp4", "caption")].error
     assert results[(good.key, "caption")].error is None and results[(good.key, "caption")].text
 
 
 def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine):
     vllm_engine.reset_stats()
-    list(vllm_engine.run(_requests(synth_dir, tasks=("caption", "keywords", "motion"))))
+    list(vllm_engine.run(clip_requests(synth_dir, tasks=("caption", "keywords", "motion"))))
     stats = vllm_engine.stats()
     assert stats["prefix_cache_queries"] > 0
     assert stats["prefix_cache_hits"] > 0  # three prompts per video share system prompt + video

@@ -204,14 +204,14 @@ def test_an_engine_that_breaks_is_restarted_and_the_job_goes_on(job_config, synt
     """A request the engine cannot take (fps 0.001 puts M-RoPE positions past vLLM's table: IndexError in an
     engine step) is sent straight to the real engine, bypassing the job's admission check: the requests in
     flight get error records, a new engine takes the ones not yet started, and later requests succeed."""
-    from caption.job import _EngineSupervisor
+    from caption.pipeline.supervisor import EngineSupervisor
     from caption.summary import JobTally
     from video_io.decode import decode_clip
 
     job = job_config(["engine=vllm", "engine.max_restarts=1", "engine.max_inflight=2"])
     clip = decode_clip(str(synth_dir / "clip_00000.mp4"), job.decode)
     requests = _requests(job, clip, [8.0, 8.0, 0.001, 8.0, 8.0, 8.0, 8.0])
-    supervisor, tally = _EngineSupervisor(job), JobTally()
+    supervisor, tally = EngineSupervisor(job), JobTally()
     supervisor.start()
     try:
         results = {r.request.key: r for r in supervisor.run(requests, tally)}
@@ -226,13 +226,13 @@ def test_an_engine_that_breaks_is_restarted_and_the_job_goes_on(job_config, synt
 
 
 def test_an_engine_that_keeps_breaking_stops_the_job_with_the_plan_and_a_hint(job_config, synth_dir):
-    from caption.job import _EngineSupervisor
+    from caption.pipeline.supervisor import EngineSupervisor
     from caption.summary import JobTally
     from video_io.decode import decode_clip
 
     job = job_config(["engine=vllm", "engine.max_restarts=0"])
     clip = decode_clip(str(synth_dir / "clip_00000.mp4"), job.decode)
-    supervisor = _EngineSupervisor(job)
+    supervisor = EngineSupervisor(job)
     supervisor.start()
     try:
         with pytest.raises(EngineDied, match=r"IndexError.*Plan: model vidcap-ko-tiny.*lower gpu.max_num_seqs"):

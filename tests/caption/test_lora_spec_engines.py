@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from families import get_family
 
-from tests.caption.test_engines import _requests, _texts
+from tests.caption.test_engines import clip_requests, texts_by_key
 
 pytestmark = pytest.mark.slow
 
@@ -14,7 +13,7 @@ pytestmark = pytest.mark.slow
 def _vllm(job):
     from caption.engines.vllm_engine import VllmEngine
 
-    return VllmEngine(job, get_family(job.model.family).stop)
+    return VllmEngine(job.engine_spec)
 
 
 # n-gram speculation proposes the tokens that followed the last generated ones earlier in the context: an
@@ -24,15 +23,15 @@ EXAMPLE = "예: 열기구 하나가 빠르게 아래로 움직인다. 구름 한
 
 
 def test_speculative_decoding_keeps_greedy_output(synth_dir, job_config, vllm_engine):
-    requests = _requests(synth_dir, tasks=("caption", "motion"))
+    requests = clip_requests(synth_dir, tasks=("caption", "motion"))
     for request in requests:
         request.prompt = request.prompt.replace("<|vision_end|>", "<|vision_end|>" + EXAMPLE, 1)
-    plain = _texts(vllm_engine.run(requests))
+    plain = texts_by_key(vllm_engine.run(requests))
     for spec in ("ngram", "draft"):
         engine = _vllm(job_config([f"spec={spec}"]))
         try:
             engine.reset_stats()
-            speculative = _texts(engine.run(requests))
+            speculative = texts_by_key(engine.run(requests))
             stats = engine.stats()
         finally:
             engine.close()
@@ -48,19 +47,19 @@ def test_lora_adapter_is_served_by_both_engines_and_they_agree(synth_dir, job_co
     from caption.engines.hf_engine import HfEngine
     from video_io.synth.captions_ko import parse_attributes
 
-    requests = _requests(synth_dir)
+    requests = clip_requests(synth_dir)
     for request in requests:
         request.adapter = "detailed"
-    base_requests = _requests(synth_dir)
+    base_requests = clip_requests(synth_dir)
     job = job_config(["lora=detailed", "lora.include_base=true"])
     engine = _vllm(job)
     try:
-        detailed = _texts(engine.run(requests + base_requests))
+        detailed = texts_by_key(engine.run(requests + base_requests))
     finally:
         engine.close()
-    hf = HfEngine(job_config(["lora=detailed", "engine=hf"]), ("<|im_end|>",))
+    hf = HfEngine(job_config(["lora=detailed", "engine=hf"]).engine_spec)
     try:
-        detailed_hf = _texts(hf.run(requests))
+        detailed_hf = texts_by_key(hf.run(requests))
     finally:
         hf.close()
     for key, result in detailed_hf.items():

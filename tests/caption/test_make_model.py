@@ -250,9 +250,9 @@ def _vllm_run(folder: Path, prompt: str, clip):
     os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1",
                       VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(os.sched_getaffinity(0)))),
                       VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    from caption.engines.vllm_engine import _guard_kernel_rebind_scan, shutdown_llm
+    from caption.engines.vllm_engine import guard_kernel_rebind_scan, shutdown_llm
 
-    _guard_kernel_rebind_scan()  # a second engine in one process (see caption/engines/vllm_engine.py)
+    guard_kernel_rebind_scan()  # a second engine in one process (see caption/engines/vllm_engine.py)
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(folder), dtype="float32", max_model_len=2048, enforce_eager=True, seed=0,

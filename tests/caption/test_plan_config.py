@@ -139,3 +139,21 @@ def test_the_start_lines_say_the_decoders_run_on_nvdec(compose_config):
     out = io.StringIO()
     print_job_start(job, 3, 3, 0, [], out)
     assert ", 6 decoder processes on the GPU's NVDEC\n" in out.getvalue()
+
+
+def test_engines_are_fed_by_the_plans_specification_and_its_frames_size_the_processor_cache(job_config):
+    from caption.engines.vllm_engine import engine_args, processor_cache_gib
+
+    one = job_config([]).engine_spec
+    assert one.requests_per_clip == 1 and processor_cache_gib(one) == 0.0  # nothing can hit: off
+    three = job_config(["tasks=[caption,keywords,motion]"]).engine_spec
+    # the embedded model's frames: 8 of 3136 pixels, float32 (12 bytes a pixel), for the 86 clips that
+    # engine.max_inflight=256 requests of 3 span, with a quarter spare: 0.03 GiB (448x448 frames: 1.9 GiB)
+    assert (three.frames_per_clip, three.frame_pixels, three.requests_per_clip) == (8, 3136, 3)
+    assert processor_cache_gib(three) == round(1.25 * 86 * 8 * 3136 * 12 / 2**30, 3) == 0.03
+    big = job_config(["tasks=[caption,keywords,motion]", "video.width=448", "video.height=448"]).engine_spec
+    assert processor_cache_gib(big) == round(1.25 * 86 * 8 * 448 * 448 * 12 / 2**30, 3)
+    args = engine_args(three)
+    assert args["model"] == three.model_path and args["mm_processor_cache_gb"] == 0.03
+    assert {k: args[k] for k in ("max_num_seqs", "max_model_len", "block_size")} == \
+        {k: three.vllm[k] for k in ("max_num_seqs", "max_model_len", "block_size")}

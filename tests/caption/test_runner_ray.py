@@ -157,13 +157,13 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
 
 
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
-    """_claim_cores in real processes: two claim different cores; when one dies its cores are free again;
+    """claim_cores in real processes: two claim different cores; when one dies its cores are free again;
     a new pass claims apart from the last."""
-    code = ("import sys, time, types; from caption.runner_ray import _claim_cores;"
+    code = ("import sys, time, types; from caption.runners.cores import claim_cores;"
             "job = types.SimpleNamespace(gpu={'device': 'cpu'},"
             " plan=types.SimpleNamespace(engine_env={'VLLM_CPU_OMP_THREADS_BIND': 'all'}),"
             " runner=types.SimpleNamespace(engine_cpus=1));"
-            "cores, lock = _claim_cores(job, int(sys.argv[2]), sys.argv[3]); print(cores, flush=True);"
+            "cores, lock = claim_cores(job, int(sys.argv[2]), sys.argv[3]); print(cores, flush=True);"
             "time.sleep(float(sys.argv[1]))")
     # a lock folder of its own (tempfile honours TMPDIR): engine actors of other tests may still hold theirs
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}

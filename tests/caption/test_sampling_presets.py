@@ -48,7 +48,7 @@ def test_vllm_sampling_params_carry_the_design_values(compose_config, synth_dir,
     from caption.engines.vllm_engine import sampling_params
 
     want = DESIGN[preset]
-    params = sampling_params(_job(compose_config, synth_dir, tmp_path, f"sampling={preset}", "engine=vllm"), STOP)
+    params = sampling_params(_job(compose_config, synth_dir, tmp_path, f"sampling={preset}", "engine=vllm").engine_spec)
     assert (params.temperature, params.top_p, params.top_k) == (want["temperature"], want["top_p"], want["top_k"])
     assert params.repetition_penalty == want["repetition_penalty"]
     assert (params.max_tokens, params.min_tokens) == (want["max_new_tokens"], want["min_new_tokens"])
@@ -59,7 +59,7 @@ def test_vllm_beam_search_params_carry_the_quality_values(compose_config, synth_
     from caption.engines.vllm_engine import beam_search_params
 
     job = _job(compose_config, synth_dir, tmp_path, "sampling=quality", "engine=vllm")
-    params = beam_search_params(job)
+    params = beam_search_params(job.engine_spec)
     want = DESIGN["quality"]
     assert params.beam_width == want["num_beams"] and params.max_tokens == want["max_new_tokens"]
     assert params.length_penalty == want["length_penalty"] and params.temperature == 0
@@ -74,7 +74,7 @@ def test_transformers_generate_kwargs_carry_the_design_values(compose_config, sy
 
     want = DESIGN[preset]
     job = _job(compose_config, synth_dir, tmp_path, f"sampling={preset}", "engine=hf")
-    engine = HfEngine(job, STOP, model=hf_engine.model, processor=hf_engine.processor)  # the real constructor
+    engine = HfEngine(job.engine_spec, model=hf_engine.model, processor=hf_engine.processor)  # the real constructor
     kwargs = engine._generate_kwargs()
     for key in ("repetition_penalty", "max_new_tokens", "min_new_tokens", "no_repeat_ngram_size", "num_beams"):
         assert kwargs[key] == want[key], key
@@ -152,7 +152,7 @@ SHORT_BEAMS = ["sampling=quality", "sampling.max_new_tokens=24", "sampling.min_n
 def vllm_beam_engine(job_config):
     from caption.engines.vllm_engine import VllmEngine
 
-    engine = VllmEngine(job_config([*SHORT_BEAMS, "engine=vllm"]), STOP)
+    engine = VllmEngine(job_config([*SHORT_BEAMS, "engine=vllm"]).engine_spec)
     yield engine
     engine.close()
 
@@ -178,9 +178,9 @@ def _assert_captions(results, synth_dir, n):
 
 @pytest.mark.slow
 def test_vllm_beam_search_keeps_four_beams_and_returns_the_best(synth_dir, vllm_beam_engine):
-    from tests.caption.test_engines import _requests
+    from tests.caption.test_engines import clip_requests
 
-    requests = _requests(synth_dir)
+    requests = clip_requests(synth_dir)
     results = {r.request.key: r for r in vllm_beam_engine.run(requests)}
     _assert_captions(list(results.values()), synth_dir, len(requests))
     engine, first = vllm_beam_engine, requests[0]
@@ -194,13 +194,13 @@ def test_vllm_beam_search_keeps_four_beams_and_returns_the_best(synth_dir, vllm_
 @pytest.mark.slow
 def test_greedy_and_beam_captions_on_both_engines(synth_dir, job_config, vllm_engine, hf_engine, vllm_beam_engine):
     from caption.engines.hf_engine import HfEngine
-    from tests.caption.test_engines import _requests, _texts
+    from tests.caption.test_engines import clip_requests, texts_by_key
 
-    requests = _requests(synth_dir)
-    hf_beams = HfEngine(job_config([*SHORT_BEAMS, "sampling.length_penalty=0", "engine=hf"]), STOP,
+    requests = clip_requests(synth_dir)
+    hf_beams = HfEngine(job_config([*SHORT_BEAMS, "sampling.length_penalty=0", "engine=hf"]).engine_spec,
                         model=hf_engine.model, processor=hf_engine.processor)
     runs = {"vllm greedy": vllm_engine, "hf greedy": hf_engine, "vllm beam": vllm_beam_engine}
-    texts = {name: _texts(engine.run(requests)) for name, engine in runs.items()}
+    texts = {name: texts_by_key(engine.run(requests)) for name, engine in runs.items()}
     for name, results in texts.items():
         _assert_captions(list(results.values()), synth_dir, len(requests))
     # with length_penalty 0 both engines rank beams by log-probability alone (their length terms

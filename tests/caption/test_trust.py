@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from caption.fingerprint import differences, folder_identity
-from caption.job import clean_caption, run_job
+from caption.job import run_job
+from caption.pipeline.record import clean_caption
 from caption.records import OutputRefused, check_settings
 from eval.cli import main as meteor_main
 

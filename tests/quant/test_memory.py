@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from families import qwen3_vl
-from families._qwen import smart_resize
+from families.common.qwen import smart_resize
 from quant import memory
 from quant.memory import GB, GIB
 from quant.presets import load_model

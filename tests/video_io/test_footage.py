@@ -20,10 +20,10 @@ def _digests(folder):
 
 
 def test_same_seed_same_pictures():
-    from video_io.synth.footage import _Scene
+    from video_io.synth.footage import FootageScene
 
     spec = FootageSpec(640, 360, 30, 0.1, "hevc", gop=30)
-    a, b = _Scene(9, 0, spec), _Scene(9, 0, spec)
+    a, b = FootageScene(9, 0, spec), FootageScene(9, 0, spec)
     ga, gb = np.random.default_rng(a.grain_seed), np.random.default_rng(b.grain_seed)
     for i in (0, 2):
         fa, fb = a.frame(i, 3, ga), b.frame(i, 3, gb)

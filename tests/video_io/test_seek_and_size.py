@@ -151,7 +151,7 @@ def test_auto_spreads_frames_a_keyframe_at_a_segments_end_would_crowd(tmp_path, 
     assert all(width * k <= i < width * (k + 1) for k, i in enumerate(got.indices))  # each in its own segment
     # the cost of the spread: one keyframe and the frames from 188 to 195, nothing else (9 -> 15 frames
     # decoded here; exact takes 51); clips whose cheapest frames do not crowd are decoded as before
-    monkeypatch.setattr(decode, "_spread", lambda times, keys, picked, edges: picked)
+    monkeypatch.setattr(decode, "spread_neighbours", lambda times, keys, picked, edges: picked)
     before = decode_clip(str(path), _spec("pyav", "auto"))
     assert before.indices == [30, 32, 76, 103, 137, 187, 188, 242]
     assert got.decode_stats["decoded"] - before.decode_stats["decoded"] <= 1 + (195 - 188)

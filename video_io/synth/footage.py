@@ -37,7 +37,7 @@ from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
 from video_io.synth.dataset import REFERENCES_FILE, rgb_to_yuv420p
 from video_io.synth.mux import encode_all
-from video_io.synth.render import _track, render_background, render_object
+from video_io.synth.render import object_track, render_background, render_object
 
 PROFILES = ("camera", "stock", "phone", "mixed")
 CODECS = {"h264": "libx264", "hevc": "libx265"}
@@ -134,7 +134,7 @@ def _texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     return out / 1.94
 
 
-class _Scene:
+class FootageScene:
     """A panorama larger than the frame (room for the pan) plus the object sprite, in YUV."""
 
     def __init__(self, seed: int, index: int, spec: FootageSpec):
@@ -153,7 +153,7 @@ class _Scene:
         sprite, alpha = render_object(self.attributes, sprite_w)
         self.sprite = rgb_to_yuv420p(np.clip(sprite, 0, 255))
         self.alpha, self.sprite_w = alpha, sprite_w
-        self.xs, self.ys = _track(self.attributes, rng, spec.n_frames)
+        self.xs, self.ys = object_track(self.attributes, rng, spec.n_frames)
         self.grain_seed = [seed, index, 2]
 
     def frame(self, i: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -209,7 +209,7 @@ def _stored(yuv: np.ndarray, w: int, h: int, rotation: int) -> np.ndarray:
 
 def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
     """Write clip `index` of data set `seed`; returns its references record."""
-    scene = _Scene(seed, index, spec)
+    scene = FootageScene(seed, index, spec)
     grain = np.random.default_rng(scene.grain_seed)
     options = {"movflags": "+faststart"} if spec.faststart else {}
     container = av.open(str(path), "w", options=options)

@@ -178,7 +178,7 @@ def _dilate(mask: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def _track(a: ClipAttributes, rng: np.random.Generator, n_frames: int):
+def object_track(a: ClipAttributes, rng: np.random.Generator, n_frames: int):
     """Object centre per frame (normalised coordinates) for the clip's direction and speed."""
     travel = rng.uniform(*(FAST_TRAVEL if a.speed == "fast" else SLOW_TRAVEL))
     if a.object == "car":
@@ -230,7 +230,7 @@ def render_clip(a: ClipAttributes, rng: np.random.Generator, n_frames: int,
     cv = _Canvas(width, height)
 
     size = rng.uniform(0.28, 0.34)
-    xs, ys = _track(a, rng, n_frames)
+    xs, ys = object_track(a, rng, n_frames)
     outline = (235, 235, 235) if a.object == "bird" or a.time == "night" else (25, 25, 30)
     border = max(1, round(0.018 * width))
     frames = np.empty((n_frames, height, width, 3), np.uint8)

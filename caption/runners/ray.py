@@ -4,7 +4,7 @@
       -> decoding actors on CPU workers decode them (video_io.workers.DecodePool, the local runner's
          decoder; as many as the cluster's CPUs allow, runner.decode_cpus each)
       -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs
-         `caption.job.caption_clips` on each batch: the same admission checks, prompts, engines,
+         `caption.pipeline.intake.caption_clips` on each batch: the same admission checks, prompts, engines,
          engine restarts and records as the local runner
       -> records stream back here, where the job writes them to `output` as they arrive.
 
@@ -21,24 +21,19 @@ that they get error records. The driver being killed is the local runner's resum
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import pickle
 import shutil
 import socket
-import tempfile
-import time
 import uuid
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from caption.config import JobConfig
-
-CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>/pass<n>: one lock file per core group
-CORE_WAIT_S = 60.0  # how long a restarted engine actor waits for the dead one's cores to come free
+from caption.pipeline.record import error_records, record_keys
+from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
 
 
 class RayRunner:
@@ -49,7 +44,7 @@ class RayRunner:
         self.passes = 0
         self.seen: set[str] = set()  # the engine actors that sent records: host, pid, cores
         self.lost = 0
-        self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (_claim_cores)
+        self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (caption/runners/cores.py)
 
     def start(self) -> None:
         import ray
@@ -64,7 +59,7 @@ class RayRunner:
         import ray
 
         plan = self.job.plan
-        if self.job.gpu.get("device") != "cuda":
+        if self.job.gpu["device"] != "cuda":
             return plan.replicas
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus < plan.tensor_parallel_size:
@@ -75,8 +70,6 @@ class RayRunner:
 
     def records(self, todo: list[tuple[str, object]], done, tally) -> Iterator[dict]:
         from ray.data import DataContext
-
-        from caption.job import error_records
 
         context = DataContext.get_current()
         tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
@@ -106,13 +99,13 @@ class RayRunner:
 
         job, s = self.job, self.settings
         rows = [{"key": key, "path": str(path),
-                 "done": json.dumps([k for k in _keys(job, key) if done(k)])} for key, path in pending]
+                 "done": json.dumps([k for k in record_keys(job, key) if done(k)])} for key, path in pending]
         # one block per clip, so each clip travels (and a batch comes back) on its own
         decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // s.decode_cpus))
         decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             _Decoder, fn_constructor_kwargs={"job": job}, batch_size=1, concurrency=(1, decoders),
             num_cpus=s.decode_cpus)
-        gpus = job.plan.tensor_parallel_size if job.gpu.get("device") == "cuda" else 0
+        gpus = job.plan.tensor_parallel_size if job.gpu["device"] == "cuda" else 0
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
             _CaptionActor, batch_size=batch, concurrency=self.actors,
@@ -135,14 +128,8 @@ class RayRunner:
             self.started_ray = False
 
 
-def _keys(job: JobConfig, key: str) -> list[tuple]:
-    from caption.job import _keys as keys
-
-    return keys(job, key)
-
-
 def _undone(job: JobConfig, key: str, done) -> bool:
-    return not all(done(k) for k in _keys(job, key))
+    return not all(done(k) for k in record_keys(job, key))
 
 
 class _Decoder:
@@ -168,7 +155,7 @@ class _Decoder:
 class _CaptionActor:
     """One engine, captioning batches of decoded clips with the job's own code (caption_clips).
 
-    On the cpu tier each actor binds itself to cores of its own (_bind_to_cores). vLLM binds OpenMP
+    On the cpu tier each actor binds itself to cores of its own (caption/runners/cores.py). vLLM binds OpenMP
     threads only in the worker processes it spawns, through OpenMP's environment at spawn
     (vllm/utils/ompmultiprocessing.py, used by vllm/v1/executor/multiproc_executor.py); the job's
     engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0, conf/gpu/cpu.yaml), where
@@ -181,26 +168,28 @@ class _CaptionActor:
     def __init__(self, job: JobConfig, engines: int, core_scope: str):
         from caption.admission import PositionLimits
 
-        self.cores, self._lock = _claim_cores(job, engines, core_scope)
+        self.cores, self._lock = claim_cores(job, engines, core_scope)
         if self.cores is not None:
-            _bind_to_cores(self.cores)
+            bind_to_cores(self.cores)
             # what a spawned vLLM worker would be told (vllm/utils/ompmultiprocessing.py reads it)
             env = dict(job.plan.engine_env, VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.cores)))
-            job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env))
+            job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env),
+                                      engine_spec=dataclasses.replace(job.engine_spec, env=env))
         self.job = job
         self.supervisor = None
         self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
         self.name = f"{socket.gethostname()} pid {os.getpid()}"
 
     def __call__(self, batch: dict) -> dict:
-        from caption.job import _EngineSupervisor, caption_clips
         from caption.outcome import EngineDied
+        from caption.pipeline.intake import caption_clips
+        from caption.pipeline.supervisor import EngineSupervisor
         from caption.summary import JobTally
 
         if self.supervisor is None:  # in the thread that runs every batch (class docstring)
             if self.cores is not None:  # the cores this thread, and so the engine, really runs on
                 self.name += f" cores {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
-            self.supervisor = _EngineSupervisor(self.job)
+            self.supervisor = EngineSupervisor(self.job)
             self.supervisor.start()
 
         decoded = [pickle.loads(b) for b in batch["decoded"]]
@@ -217,53 +206,3 @@ class _CaptionActor:
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
                 "decode_s": np.array([tally.decode_s]), "actor": np.array([self.name], dtype=object),
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
-
-
-def _bind_to_cores(cores: list[int]) -> None:
-    """This process onto `cores`: every thread it has (a thread it starts later inherits its
-    creator's), and torch's OpenMP team to that many threads (torch applies the count to each thread
-    lazily, at its first parallel region: aten/src/ATen/ParallelOpenMP.cpp)."""
-    import torch
-
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cores)
-        except OSError:  # the thread ended meanwhile
-            pass
-    torch.set_num_threads(len(cores))
-
-
-def _claim_cores(job: JobConfig, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):
-    """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
-    (runner.engine_cpus of them) no other engine actor of this `scope` (a run's pass) holds, with a lock
-    file the OS releases when this process dies, so a restarted actor gets the cores back.
-    (cores, lock) or (None, None).
-
-    Each pass claims apart: a finished pass's actors never get another batch, but Ray reaps them only
-    when their handles are dropped (one held its cores over a minute past its pass in a CI run), and a new
-    pass's actor that waited for them gave up and ran unbound. An idle actor's OpenMP team does not
-    compete for the cores it was bound to.
-    Within a pass, when the job's `engines` fit the machine's groups, a group still held is waited for
-    (up to wait_s): a killed actor's restart may start before the dead process's lock is gone, and an
-    actor that gave up at once ran unbound beside the others (two OpenMP teams spinning on the same
-    cores)."""
-    env = job.plan.engine_env
-    if job.gpu.get("device") != "cpu" or str(env.get("VLLM_CPU_OMP_THREADS_BIND")) != "all":
-        return None, None
-    cores = sorted(os.sched_getaffinity(0))
-    size = max(1, min(len(cores), int(job.runner.engine_cpus)))
-    groups = [cores[start:start + size] for start in range(0, len(cores) - size + 1, size)]
-    folder = CORE_LOCKS / scope
-    folder.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + (wait_s if 0 < engines <= len(groups) else 0)
-    while True:
-        for group in groups:
-            lock = open(folder / f"cores-{group[0]}-{group[-1]}.lock", "w")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return group, lock
-            except BlockingIOError:
-                lock.close()
-        if time.monotonic() >= deadline:
-            return None, None  # more engines than core groups, or held too long: no binding (they share every core)
-        time.sleep(0.2)

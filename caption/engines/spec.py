@@ -1,0 +1,35 @@
+"""What an engine is given: one typed specification, built by the planner (caption/planning.py
+`engine_spec`) from the plan and the job's validated settings. Engines read nothing else: not the job's
+config, not a file path of a clip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from caption.adapters import Adapter
+from caption.engines.options import EngineOptions
+from caption.generation import SamplingSettings
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    engine: str                       # vllm | hf, as the plan resolved it
+    model_path: str                   # what to load: the plan's checkpoint (a quantized copy, where it chose one)
+    family: str                       # families/<family>.py: processor arguments, the transformers fix
+    stop: tuple[str, ...]             # generation stops at these strings (the family's)
+    processor_kwargs: dict            # the family's, passed to its processor by both engines
+    vllm: dict | None                 # the plan's keyword arguments for vllm.LLM (engine=vllm)
+    hf: dict | None                   # the plan's transformers settings (engine=hf)
+    env: dict                         # the tier's vLLM environment, exported before vLLM loads
+    options: EngineOptions            # seed, prefix caching, requests in flight, log level, batch size, attention
+    sampling: SamplingSettings
+    adapters: tuple[Adapter, ...]     # LoRA adapters every request may name
+    lora_max_rank: int
+    speculative: dict | None          # vLLM's speculative_config; None: off
+    requests_per_clip: int            # tasks x variants: the requests that share one clip's processed video
+    frames_per_clip: int              # the most frames a clip is given (video.num_frames, or max_frames)
+    frame_pixels: int                 # the most pixels one frame has (the decoder's size or pixel budget)
+
+    @property
+    def beam_search(self) -> bool:
+        return self.sampling.beam_search

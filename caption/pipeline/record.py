@@ -1,0 +1,95 @@
+"""The record format: one JSON object per (video, task, adapter), the one place its fields are made.
+
+Every record starts with `video` (so a cut-off last line can be told from another tool's text:
+RECORD_PREFIX), then task, adapter, status (ok | error), caption, error, the model and engine, and
+`settings` with its `settings_id` (how it was made: caption/fingerprint.py). A result adds what the
+engine and the decoder report. caption/records.py stores records, eval/ scores them and the review
+page (caption/report/) shows them, all through this module.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+RecordKey = tuple[str, str, "str | None"]  # (video, task, adapter)
+STATUSES = ("ok", "error")
+# Every record this project writes starts with these bytes (`video` is the first key)
+RECORD_PREFIX = b'{"video": '
+
+
+def record_key(record: dict) -> RecordKey:
+    return record["video"], record.get("task", "caption"), record.get("adapter")
+
+
+def is_record(value) -> bool:
+    """A caption record as this module makes them (the other keys are the job's business)."""
+    return (isinstance(value, dict) and isinstance(value.get("video"), str)
+            and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
+
+
+def record_keys(job, video: str) -> list[RecordKey]:
+    """One record per (video, task, adapter); adapter None is the base model."""
+    return [(video, task, adapter) for adapter in job.variants() for task in job.tasks]
+
+
+def base_record(job, video: str, task: str, adapter: str | None) -> dict:
+    """The fields every record has; `settings` says how it was made (caption/fingerprint.py)."""
+    return {"video": video, "task": task, "adapter": adapter, "status": None, "caption": None,
+            "error": None, "model": job.model.name, "engine": job.engine,
+            "settings_id": job.settings_ids[(task, adapter)], "settings": job.settings,
+            **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
+
+
+def error_records(job, done, key: str, error: str, **extra) -> list[dict]:
+    """The error records of a clip: one per (task, adapter) that has no record yet."""
+    return [base_record(job, video, task, adapter) | {"status": "error", "error": error} | extra
+            for video, task, adapter in record_keys(job, key) if not done((video, task, adapter))]
+
+
+def result_record(result, job) -> dict:
+    """The record of an engine's Result (caption/engines/base.py): its caption or its error, and what
+    the decoder and the engine measured."""
+    r = result.request
+    record = base_record(job, r.key, r.task, r.adapter)
+    caption, flags = (None, []) if result.error else clean_caption(result.text)
+    record.update({
+        "status": "error" if result.error else "ok",
+        "caption": caption,
+        "error": f"generate: {result.error}" if result.error else None,
+        "frames": r.context["frames"] if "frames" in r.context else len(r.frames),
+        "frame_indices": r.context.get("indices"),
+        "frame_times": r.context.get("times"),  # seconds from the first frame, of the frames used
+        "seek": r.context.get("seek"),  # "keyframe", "nearby" or "exact" (video_io/decode.py)
+        "decoder": r.context.get("backend"),
+        "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
+        "finish_reason": result.finish_reason,
+        "decode_s": round(r.context.get("decode_s", 0.0), 4), "generate_s": round(result.generate_s, 4),
+    })
+    optional = {"ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
+                "tpot_s": None if result.tpot_s is None else round(result.tpot_s, 5),
+                # from the clip's frames reaching the engine side to this record
+                "latency_s": round(time.perf_counter() - r.context["queued_at"], 4) if "queued_at" in r.context else None,
+                "forced_output_tokens": r.forced_output_tokens,
+                "ablation": job.ablation if job.ablation != "none" else None,
+                "notes": r.context.get("notes") or None, "flags": flags or None}
+    record.update({k: v for k, v in optional.items() if v is not None})
+    return record
+
+
+# U+FFFD stands for bytes that were not UTF-8 (a reply cut inside a character, byte tokens sampled out of
+# order); control characters other than tab and newline are never meant in a caption either
+_UNDECODABLE = re.compile(r"[\ufffd\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_caption(text: str) -> tuple[str, list[str]]:
+    """The caption without undecodable characters, and a flag saying what was removed (an `ok`
+    record with flags is not a clean one: the summary counts them and the review page shows them)."""
+    found = _UNDECODABLE.findall(text)
+    if not found:
+        return text, []
+    replacement = found.count("\ufffd")
+    what = ", ".join(part for part in (f"{replacement} U+FFFD" if replacement else "",
+                                       f"{len(found) - replacement} control" if len(found) > replacement else "") if part)
+    cleaned = " ".join(_UNDECODABLE.sub(" ", text).split())
+    return cleaned, [f"undecodable text: {what} character(s) removed"]

@@ -1,0 +1,39 @@
+"""runner=local: decoding in worker processes of this machine (video.workers), generation in one engine
+in this process, fed as a stream (caption/pipeline/intake.py)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from caption.admission import PositionLimits
+from caption.pipeline.intake import caption_clips
+from caption.pipeline.supervisor import EngineSupervisor
+from caption.runners.base import Todo
+from video_io.workers import DecodePool
+
+
+class LocalRunner:
+    def __init__(self, job, engine=None):
+        self.job, self.supervisor = job, EngineSupervisor(job, engine)
+        self.pool: DecodePool | None = None
+
+    def start(self) -> None:
+        job = self.job
+        # decoder processes start (spawned: seconds of imports each) while the engine loads
+        self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s).__enter__()
+        self.supervisor.start()
+
+    def records(self, todo: Todo, done, tally) -> Iterator[dict]:
+        job = self.job
+        paths = {str(path): key for key, path in todo}
+        limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+        yield from caption_clips(self.pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
+
+    def stats(self) -> dict:
+        return {"runner": "local", **self.supervisor.stats()}
+
+    def close(self) -> None:
+        self.supervisor.close()
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None

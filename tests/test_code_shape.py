@@ -1,0 +1,97 @@
+"""The shape of the code, checked from its source: imports run one way (no cycle among the project's
+modules, lazy imports included), no module takes another module's private (`_name`) names, and no
+function of the package code grows past ~60 lines (split it into steps a reader can name)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from caption.config import REPO_ROOT
+
+PACKAGES = ("caption", "video_io", "quant", "eval", "families")
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    """Module name -> file, for every module of the package code."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(path: Path, name: str, modules: dict) -> list[tuple[str, str | None, int]]:
+    """(imported module, name taken from it or None, line) for every import in the file, at any depth."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                # `from families import _qwen` takes a module, not a name of families/__init__.py
+                found.append((submodule, None, node.lineno) if submodule in modules else (base, alias.name, node.lineno))
+    return [(m, n, line) for m, n, line in found if m.split(".")[0] in PACKAGES]
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    modules = _modules()
+    graph = {name: sorted({m for m, _, _ in _imports(path, name, modules) if m in modules and m != name})
+             for name, path in modules.items()}
+    state, stack, cycles = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for name in graph:
+        if name not in state:
+            visit(name)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_module_takes_another_modules_private_names():
+    modules = _modules()
+    tests = {".".join(p.relative_to(REPO_ROOT).with_suffix("").parts): p for p in (REPO_ROOT / "tests").rglob("*.py")}
+    offenders = []
+    for name, path in {**modules, **tests}.items():
+        for module, taken, line in _imports(path, name, {**modules, **tests}):
+            private_module = any(part.startswith("_") and part != "__init__" for part in module.split(".")[1:])
+            same_package = module.rpartition(".")[0] == name.rpartition(".")[0]
+            if (taken or "").startswith("_") or (private_module and not same_package):
+                offenders.append(f"{path.relative_to(REPO_ROOT)}:{line} takes {module}{'.' + taken if taken else ''}")
+    assert not offenders, "private names taken across modules:\n" + "\n".join(offenders)
+
+
+def test_no_function_of_the_package_code_is_longer_than_60_lines():
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "split these into named steps:\n" + "\n".join(long)
+
+
+def test_nothing_below_the_entry_points_imports_the_job():
+    """caption/job.py is the story: the command (caption/cli.py) and the Python API (caption/api.py) run it;
+    nothing it runs imports it back."""
+    modules = _modules()
+    importers = sorted(name for name, path in modules.items()
+                       if any(m == "caption.job" for m, _, _ in _imports(path, name, modules)))
+    assert importers == ["caption.api", "caption.cli"]
