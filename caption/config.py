@@ -29,18 +29,6 @@ ENGINES = ("auto", "vllm", "hf")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
-# The keys the presets of these groups set (conf/<group>/*.yaml, the one home of their values); the
-# other groups' readers hold theirs: EngineOptions, SamplingSettings, quant.tiers.TIER_KEYS,
-# quant.rules.QUANT_KEYS, quant.plan.MODEL_KEYS, RunnerSettings. tests/caption/test_config_groups.py
-# checks every preset against them.
-VIDEO_KEYS = ("sampling", "num_frames", "fps", "max_frames", "min_frames", "width", "height", "max_pixels",
-              "size_multiple", "seek", "backend", "workers", "timeout_s", "ablation")
-LORA_KEYS = ("adapters", "include_base", "max_rank")
-SPEC_KEYS = {"none": ("method", "num_speculative_tokens"),
-             "ngram": ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"),
-             "draft_model": ("method", "model", "num_speculative_tokens")}
-
-
 class ConfigError(ValueError):
     """An invalid setting; the message names the key and what to change it to."""
 
@@ -64,6 +52,7 @@ class ModelSettings:
     dtype: str
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
+    preset: dict = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
 
 
 @dataclass(frozen=True)
@@ -96,7 +85,8 @@ class JobConfig:
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm or hf, after what sampling and speculative decoding decide
     engine_options: EngineOptions
-    gpu: dict
+    gpu: dict  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
+    quant: dict  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
     sampling: SamplingSettings
     decode: DecodeSpec
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
@@ -117,7 +107,6 @@ class JobConfig:
     settings_ids: dict | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
-    raw: dict = field(repr=False, default_factory=dict)
 
     @property
     def engine(self) -> str:
@@ -181,7 +170,7 @@ def _model(cfg: DictConfig) -> ModelSettings:
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
                          max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
-                         trained_on=m.get("trained_on"))
+                         trained_on=m.get("trained_on"), preset=OmegaConf.to_container(m, resolve=True))
 
 
 def _check_checkpoint(m: DictConfig, path: str) -> None:
@@ -417,7 +406,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, requested_engine=_requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
-        gpu=OmegaConf.to_container(cfg.gpu, resolve=True),
+        gpu=OmegaConf.to_container(cfg.gpu, resolve=True), quant=OmegaConf.to_container(cfg.quant, resolve=True),
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
@@ -425,5 +414,4 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg),
-        raw=OmegaConf.to_container(cfg, resolve=True),
     )

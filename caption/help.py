@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import MISSING as NO_DEFAULT
+from dataclasses import fields
 from pathlib import Path
 
+from omegaconf import MISSING
+
 from caption.config import CONF_DIR
-from caption.schema import GROUPS, closest, documented_keys, known_keys
+from caption.schema import GROUP_SCHEMAS, GROUPS, closest, documented_keys, known_keys
+from quant.presets import default_options
 
 GROUP_HELP = {
     "model": "the checkpoint and its family: prompt, frames, architecture numbers for the planner",
@@ -40,16 +45,6 @@ def _preset_lines(path: Path) -> tuple[str, list[tuple[str, str, str]]]:
     return title, [tuple(k) for k in keys]
 
 
-def _defaults(conf: Path) -> dict[str, str]:
-    """group -> its default option, from conf/config.yaml's defaults list."""
-    found = {}
-    for line in (conf / "config.yaml").read_text(encoding="utf-8").splitlines():
-        match = re.match(r"^\s+-\s+(\w+):\s*(\w+)", line)
-        if match and match.group(1) in GROUPS:
-            found[match.group(1)] = match.group(2)
-    return found
-
-
 def _yaml(value) -> str:
     """A default as a user writes it on the command line."""
     if value is None:
@@ -75,7 +70,7 @@ def help_text(conf: Path) -> str:
     for key, default, text in documented_keys():
         out.append(f"  {key} = {_yaml(default)}")
         out.append(_wrap(text, 6))
-    defaults = _defaults(conf)
+    defaults = default_options()
     out += ["", "config groups (conf/<group>/<option>.yaml; group=option picks one, group.key=value changes a key):"]
     for group in GROUPS:
         out.append("")
@@ -87,21 +82,30 @@ def help_text(conf: Path) -> str:
         default = conf / group / f"{defaults.get(group, '')}.yaml"
         if default.is_file():
             out.append(f"    keys ({group}={default.stem}):")
-            for key, value, comment in _preset_lines(default)[1]:
+            listed = _preset_lines(default)[1]
+            for key, value, comment in listed:
                 out.append(_wrap(f"{group}.{key} = {value}" + (f"  ({comment})" if comment else ""), 6))
+            out += _schema_lines(group, {key for key, _, _ in listed})
     out += ["", "exit status: 0 all ok, 1 a bug, 2 a bad config or refused output, 3 some records are errors,",
             "4 the engine died, 5 a file could not be written (disk full, read-only), 130 interrupted"]
     return "\n".join(out) + "\n"
 
 
-def group_keys(group: str) -> set[str]:
-    """The keys the presets of a config group set (conf/<group>/*.yaml), for "did you mean"."""
-    from omegaconf import OmegaConf
+def _schema_lines(group: str, listed: set[str]) -> list[str]:
+    """The group's optional keys the default preset leaves at their schema defaults."""
+    lines = []
+    for f in fields(GROUP_SCHEMAS[group]):
+        if f.name in listed or f.default is MISSING:
+            continue
+        default = f.default_factory() if f.default is NO_DEFAULT else f.default
+        help = f.metadata.get("help", "")
+        lines.append(_wrap(f"{group}.{f.name} = {_yaml(default)}" + (f"  ({help})" if help else ""), 6))
+    return lines
 
-    keys: set[str] = set()
-    for preset in (CONF_DIR / group).glob("*.yaml"):
-        keys |= {k for k in OmegaConf.load(preset).keys() if k != "defaults"}
-    return keys
+
+def group_keys(group: str) -> set[str]:
+    """The keys of a config group (its schema, caption/schema.py), for "did you mean"."""
+    return {f.name for f in fields(GROUP_SCHEMAS[group])}
 
 
 def explain_composition_error(exc: BaseException) -> str:
@@ -130,5 +134,7 @@ def explain_composition_error(exc: BaseException) -> str:
     if full_key:
         if "ListConfig" in first:
             return f"`{full_key}` takes a list, e.g. {full_key}=[caption,keywords]"
+        if "is not Optional" in first:
+            return f"`{full_key}` cannot be null: give it a value (caption --help shows each key's)"
         return f"`{full_key}`: {first}"
     return " ".join(text.split())

@@ -46,7 +46,7 @@ def make_job_plan(job: JobConfig) -> Plan:
     """With plan_only, and in a sweep (one refused job must not end the others), a combination that
     cannot run comes back as a refused plan saying why; otherwise it raises ConfigError."""
     soft = job.plan_only or in_multirun()
-    gpu, model, quant = dict(job.gpu), job.raw["model"], job.raw["quant"]
+    gpu, model, quant = dict(job.gpu), job.model.preset, job.quant
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(total_ram_gib(), 1)  # weights live in host memory: check them
     sampling = job.decode.sampling

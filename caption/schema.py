@@ -14,6 +14,11 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
+from quant.schema import GpuSchema, ModelSchema, QuantSchema
+from video_io.decode import DecodeSpec
+from video_io.sampling import SamplingSpec
+from video_io.workers import DECODE_TIMEOUT_S
+
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
@@ -33,6 +38,108 @@ class BenchmarkSchema:
               "{median: 40, sigma: 0.6, min: 8, max: 200, seed: 0}: every request generates exactly n tokens, "
               "n drawn from a log-normal by (seed, video, task, adapter), the same on every engine "
               "(caption/forced_lengths.py); needs sampling.max_new_tokens >= max")
+
+
+# The config groups' schemas. A field without a default (MISSING) is set by every preset of the group
+# (conf/<group>/*.yaml hold those values and say why); a field with a default is optional, its default
+# written here (or, for decoding, in video_io, whose library defaults the job uses) and nowhere else.
+# tests/test_config_defaults.py checks that no preset repeats one.
+
+@dataclass
+class EngineSchema:
+    name: str = MISSING                    # auto | vllm | hf
+    seed: int = MISSING
+    max_restarts: int = MISSING
+    enable_prefix_caching: bool = MISSING
+    max_inflight: int = MISSING
+    log_level: str = MISSING
+    batch_size: int = MISSING
+    attn_implementation: str = MISSING
+
+
+@dataclass
+class SamplingSchema:
+    name: str = MISSING
+    temperature: float = MISSING
+    top_p: float = MISSING
+    top_k: int = MISSING
+    repetition_penalty: float = MISSING
+    max_new_tokens: int = MISSING
+    min_new_tokens: int = MISSING
+    num_beams: int = MISSING
+    length_penalty: float = MISSING
+    no_repeat_ngram_size: int = MISSING
+    early_stopping: bool = MISSING
+
+
+@dataclass
+class VideoSchema:
+    sampling: str = MISSING                # uniform | fps
+    num_frames: int = MISSING
+    fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video")
+    max_frames: int = option(SamplingSpec.max_frames, "fps sampling: at most this many frames (longer clips "
+                                                      "are thinned evenly)")
+    min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames")
+    width: Optional[int] = MISSING
+    height: Optional[int] = MISSING
+    max_pixels: Optional[int] = MISSING
+    size_multiple: Optional[int] = MISSING
+    seek: str = option(DecodeSpec.seek, "auto: from each sampling segment its keyframe, else its first frame "
+                                        "(cheapest; neighbours kept a quarter of a segment apart); exact: the "
+                                        "segment's centre frame, decoded from the keyframe before it; keyframe: "
+                                        "the keyframe nearest each centre (may repeat). video_io/decode.py")
+    backend: str = option(DecodeSpec.backend, "auto: PyAV, frame-accurate in every codec and the faster decoder "
+                                              "here in every seek mode; decord: for comparison (not rotated "
+                                              "clips); nvdec: PyAV with the GPU's decoder (same frames; "
+                                              "video_io/nvdec.py)")
+    workers: Any = MISSING                 # auto or a whole number (Any: OmegaConf has no int-or-str type)
+    timeout_s: float = option(DECODE_TIMEOUT_S, "a clip that takes longer gets an error record; its decoder "
+                                                "is killed")
+    ablation: str = MISSING
+
+
+@dataclass
+class AdapterSchema:
+    name: str = MISSING
+    path: str = MISSING
+    references_field: Optional[str] = option(None, "the references.jsonl field METEOR scores this adapter's "
+                                                   "captions on; null: references")
+
+
+@dataclass
+class LoraSchema:
+    adapters: List[AdapterSchema] = MISSING
+    include_base: bool = MISSING
+    max_rank: int = MISSING
+
+
+@dataclass
+class SpecSchema:
+    method: str = MISSING                  # none | ngram | draft_model
+    num_speculative_tokens: int = MISSING
+    prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up")
+    prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up")
+    model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)")
+
+
+@dataclass
+class RunnerSchema:
+    name: str = MISSING                    # local | ray
+    address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
+                                          "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
+                                          "for the job and stop it after")
+    actors: Optional[int] = option(None, "ray: engine actors; null: one per engine the cluster can hold (its "
+                                         "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)")
+    engine_cpus: float = option(1.0, "ray: CPUs each engine actor reserves (on the cpu tier it binds that many cores)")
+    decode_cpus: float = option(1.0, "ray: CPUs each decoding task reserves")
+    batch_clips: Optional[int] = option(None, "ray: clips per batch handed to an engine actor; null: the "
+                                              "plan's max_num_seqs")
+    max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records")
+
+
+GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema, "quant": QuantSchema,
+                 "lora": LoraSchema, "spec": SpecSchema, "sampling": SamplingSchema, "video": VideoSchema,
+                 "runner": RunnerSchema}
 
 
 @dataclass
@@ -58,19 +165,19 @@ class JobSchema:
                                                "auto: <input_dir>/references.jsonl if it exists; null: do not score")
     plan_only: bool = option(False, "resolve and save the plan (engine, dtype, quantization, memory), run nothing")
     benchmark: BenchmarkSchema = field(default_factory=BenchmarkSchema)
-    # the config groups: conf/<group>/<option>.yaml, chosen as `group=option`
-    model: Any = MISSING
-    engine: Any = MISSING
-    gpu: Any = MISSING
-    quant: Any = MISSING
-    lora: Any = MISSING
-    spec: Any = MISSING
-    sampling: Any = MISSING
-    video: Any = MISSING
-    runner: Any = MISSING
+    # the config groups: conf/<group>/<option>.yaml, chosen as `group=option`, typed by the schemas above
+    model: ModelSchema = MISSING
+    engine: EngineSchema = MISSING
+    gpu: GpuSchema = MISSING
+    quant: QuantSchema = MISSING
+    lora: LoraSchema = MISSING
+    spec: SpecSchema = MISSING
+    sampling: SamplingSchema = MISSING
+    video: VideoSchema = MISSING
+    runner: RunnerSchema = MISSING
 
 
-GROUPS = ("model", "engine", "gpu", "quant", "lora", "spec", "sampling", "video", "runner")
+GROUPS = tuple(GROUP_SCHEMAS)
 
 
 def register() -> None:

@@ -21,6 +21,11 @@ from quant.tiers import Tier
 TABLE_TIERS = ("t4", "l4", "a100", "h100")
 
 
+def _max_new_tokens() -> int:
+    """The caption length a job plans for by default: its default sampling preset's max_new_tokens."""
+    return int(presets.load("sampling", presets.default_options()["sampling"])["max_new_tokens"])
+
+
 def _plan(args) -> dict:
     quant = presets.load("quant", args.quant)
     if args.priority:
@@ -29,7 +34,7 @@ def _plan(args) -> dict:
         quant["checkpoint"] = args.checkpoint
     video = {k: v for k, v in (("frames", args.frames), ("width", args.width), ("height", args.height)) if v}
     return make_plan(presets.load_model(args.model), presets.load("gpu", args.gpu), quant, args.engine, video,
-                     max_new_tokens=args.max_new_tokens, device_vram_gib=args.device_vram_gib,
+                     max_new_tokens=args.max_new_tokens or _max_new_tokens(), device_vram_gib=args.device_vram_gib,
                      cap_to_tier=True if args.cap_to_tier else None).to_dict()
 
 
@@ -43,10 +48,10 @@ def _table_cell(model_name: str, tier_name: str, priority: str) -> tuple[str, st
     choice = resolve_quant(quant, model, Tier.from_config(tier_cfg), engine)
     if choice.method == "awq" and model.get("awq_preset"):
         model = presets.load_model(model["awq_preset"])
-    rule = choose_quant(Tier.from_config(tier_cfg).vram_gb, priority).method
+    rule = choose_quant(Tier.from_config(tier_cfg).vram_gib, priority).method
     shown = choice.method if rule == choice.method else f"{choice.method} (rule: {rule})"
     try:
-        plan = make_plan(model, tier_cfg, quant, engine)
+        plan = make_plan(model, tier_cfg, quant, engine, max_new_tokens=_max_new_tokens())
     except PlanError as exc:
         return engine, shown, f"error: {exc}"
     return engine, shown, (f"yes ({plan.sequences_fit} seqs)" if plan.fits else "no")
@@ -60,7 +65,7 @@ def tiers_table(model_name: str = "qwen2_5_vl_7b") -> str:
         tier = Tier.from_config(presets.load("gpu", name))
         engine, q_quality, fit_quality = _table_cell(model_name, name, "quality")
         _, q_memory, fit_memory = _table_cell(model_name, name, "memory")
-        rows.append([name, f"{tier.vram_gb:g} GB", tier.dtype, engine, q_quality, q_memory, tier.max_num_seqs,
+        rows.append([name, f"{tier.vram_gib:g} GiB", tier.dtype, engine, q_quality, q_memory, tier.max_num_seqs,
                      tier.max_num_batched_tokens, fit_quality, fit_memory])
     return markdown_table(header, rows)
 
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int)
     p.add_argument("--width", type=int)
     p.add_argument("--height", type=int)
-    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--max-new-tokens", type=int, help="default: the job's default sampling preset's")
     p.add_argument("--device-vram-gib", type=float, help="the real GPU's total memory, GiB")
     p.add_argument("--cap-to-tier", action="store_true", help="rehearse --gpu on a bigger device")
     t = sub.add_parser("table", help="print the README tiers table")

@@ -3,8 +3,8 @@
 Pure functions over plain numbers and the `arch:` block of a model preset (conf/model/*.yaml); nothing
 here loads a model, a tokenizer or a processor, so a plan is made in milliseconds on any machine.
 
-Units: bytes everywhere inside; GiB (2**30) in the plan; GPU sizes as vendors name them (a tier's
-`vram_gb`, conf/gpu/*.yaml) are GB (1e9), hence both constants.
+Units: bytes everywhere inside; GiB (2**30) in the plan and the tiers (`vram_gib`, conf/gpu/*.yaml,
+as the driver reports it); GB (1e9) only where a model card counts parameters' bytes that way.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from families import get_family
 from quant.errors import PlanError
 from quant.parallel import choose_tensor_parallel
+from quant.schema import ModelSchema, optional_defaults, required_keys
 from quant.memory import (GIB, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
                           dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
                           frame_sizes_within, vision_tokens, weight_bytes)
@@ -57,7 +58,6 @@ class Plan:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how a figure was reached (not a problem: no warning)
     warnings: list[str] = field(default_factory=list)
-    speculative: dict | None = None     # the tier's suggestion, for the job's speculative settings
     engine_reason: str = ""             # why this engine (engine=auto picks one)
     tensor_parallel_size: int = 1       # GPUs each engine spans (vLLM tensor_parallel_size)
     replicas: int = 1                   # independent engines per machine: gpu.count / tensor_parallel_size
@@ -81,16 +81,21 @@ class Plan:
         return self
 
 
-# A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every MODEL_KEYS key and may set
-# the optional ones; anything else is a typo the planner would silently ignore.
-MODEL_KEYS = ("name", "family", "path", "dtype", "max_model_len", "frames", "frame_width", "frame_height", "arch")
-OPTIONAL_MODEL_KEYS = ("frame_pixels", "trained_on", "quantized", "quantized_checkpoints", "awq_preset", "base_preset")
+# A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every required key of
+# quant/schema.py ModelSchema and may set the optional ones; anything else is a typo the planner would
+# silently ignore.
+MODEL_KEYS = required_keys(ModelSchema)
+OPTIONAL_MODEL_KEYS = tuple(optional_defaults(ModelSchema))
+# Tokens of a request's text: the Korean system prompt, the longest instruction and the chat template
+# (caption/prompts.py) come to about 60 in the Qwen tokenizers; 80 leaves room for a family's extra
+# markers. Only memory sizing reads it.
+PROMPT_TEXT_TOKENS = 80
 
 
 def check_model_keys(model: dict) -> None:
     name = model.get("name", "?")
     unknown = sorted(set(model) - set(MODEL_KEYS) - set(OPTIONAL_MODEL_KEYS))
-    missing = [k for k in MODEL_KEYS if model.get(k) is None]
+    missing = [k for k in MODEL_KEYS if model.get(k) in (None, "???")]
     _arch(model)  # its own message: which architecture numbers to add
     if unknown:
         raise PlanError(f"`model.{unknown[0]}` (preset {name!r}) is not a model setting; known: "
@@ -161,7 +166,7 @@ def _quant_config(choice, dtype: str, family: str) -> dict | None:
 
 
 def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, video: dict | None = None,
-              max_new_tokens: int = 48, prompt_text_tokens: int = 80, device_vram_gib: float | None = None,
+              *, max_new_tokens: int, prompt_text_tokens: int = PROMPT_TEXT_TOKENS, device_vram_gib: float | None = None,
               cap_to_tier: bool | None = None) -> Plan:
     """Plan one job from plain dicts (as `OmegaConf.to_container(cfg.<group>, resolve=True)` gives them).
 
@@ -243,7 +248,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
                     "reserve": gib(budget.reserve), "kv_budget": gib(budget.kv), "kv_per_sequence": gib(sizes.kv_seq)},
         kv_bytes_per_token=int(sizes.kv_tok), sequences_fit=seqs, vision_tokens_per_clip=request.video_tokens,
         tokens_per_request=request.need, fits=fits, reasons=reasons, warnings=warnings, notes=request.notes,
-        speculative=tier.speculative, engine_reason=engine_reason, tensor_parallel_size=tp,
+        engine_reason=engine_reason, tensor_parallel_size=tp,
         replicas=max(1, tier.count // tp), engine_env=dict(tier.env) if engine == "vllm" else {},
     )
 

@@ -4,7 +4,8 @@ the quant CLI, the README tables and tests.
 Hydra composes it, as it does for the job (`+<group>=<option>` with no primary config), so a preset's
 `defaults:` list (conf/model/*_awq.yaml extend their bf16 base) means exactly what it means in a job.
 Interpolations are left as written (resolve=False): `${vidcap_root:}` in a path needs the job's
-resolver, and the planner never reads paths.
+resolver, and the planner never reads paths. The preset is merged onto its group's schema, as in a
+job, so a gpu, model or quant preset has every key (the optional ones at their schema defaults).
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def tiers() -> list[str]:
     return [name for name in options("gpu") if name != AUTO_TIER]
 
 
+def default_options() -> dict[str, str]:
+    """group -> the option a job takes when none is named (conf/config.yaml's defaults list)."""
+    import yaml
+
+    listed = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8"))["defaults"]
+    return {group: option for entry in listed if isinstance(entry, dict)
+            for group, option in entry.items() if "/" not in group and not group.startswith("override")}
+
+
 def load(group: str, option: str) -> dict:
     if not (CONF_DIR / group / f"{option}.yaml").exists():
         raise FileNotFoundError(f"no {group} option {option!r} (conf/{group}/{option}.yaml); "
@@ -48,7 +58,17 @@ def _composed(group: str, option: str) -> dict:
     else:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(overrides=overrides)
-    return OmegaConf.to_container(cfg[group], resolve=False)
+    schema = _schema(group)
+    node = cfg[group] if schema is None else OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
+    return OmegaConf.to_container(node, resolve=False)
+
+
+def _schema(group: str):
+    """The typed schema of a group the planner reads (quant/schema.py); the job's other groups are
+    typed in caption/schema.py, which quant/ does not read."""
+    from quant.schema import SCHEMAS
+
+    return SCHEMAS.get(group)
 
 
 def load_model(option: str) -> dict:

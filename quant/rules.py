@@ -1,7 +1,7 @@
 """Which quantization, and whether model + engine + quantization + tier can work together.
 
-The rule (README, "Choosing the quantization"): <=16 GB nf4 with double quant; <=24 GB AWQ if quality first else nf4;
-<=40 GB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
+The rule (README, "Choosing the quantization"): <=16 GiB nf4 with double quant; <=24 GiB AWQ if quality first
+else nf4; <=40 GiB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
 
 What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), and so what is checked:
 - vLLM 0.32 has no `bitsandbytes` quantization method at all (vllm/model_executor/layers/quantization/
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from families import get_family
 from quant.errors import PlanError
+from quant.schema import QuantSchema, keys
 from quant.tiers import Tier
 
 METHODS = ("none", "awq", "gptq", "nf4", "int8")
@@ -46,33 +47,40 @@ class QuantChoice:
     why: str = ""
 
 
-def choose_quant(vram_gb: float, priority: str = "quality") -> QuantChoice:
-    """The design rule, from the GPU's nominal VRAM (GB) and what to favour."""
+# The design's bands, "16 / 24 / 40 GB" of VRAM, read in GiB as the driver reports it: a card sold as
+# N GB reports at most N GiB (T4 15.0, L4 22.5, A100-40GB 39.5-40.0, conf/gpu/), so each card lands in
+# the band its name says.
+BANDS_GIB = (16, 24, 40)
+
+
+def choose_quant(vram_gib: float, priority: str = "quality") -> QuantChoice:
+    """The design rule, from the GPU's memory (GiB, as the driver reports it) and what to favour."""
     if priority not in PRIORITIES:
         raise PlanError(f"`quant.priority={priority}` is not valid; choose one of: {', '.join(PRIORITIES)}")
-    if vram_gb < 0:
-        raise PlanError(f"`gpu.vram_gb` must be >= 0, got {vram_gb}")
+    if vram_gib < 0:
+        raise PlanError(f"`gpu.vram_gib` must be >= 0, got {vram_gib}")
     quality = priority == "quality"
-    if vram_gb <= 16:
-        method, band = "nf4", "<= 16 GB"
-    elif vram_gb <= 24:
-        method, band = ("awq" if quality else "nf4"), "<= 24 GB"
-    elif vram_gb <= 40:
-        method, band = ("int8" if quality else "awq"), "<= 40 GB"
+    small, medium, large = BANDS_GIB
+    if vram_gib <= small:
+        method, band = "nf4", f"<= {small} GiB"
+    elif vram_gib <= medium:
+        method, band = ("awq" if quality else "nf4"), f"<= {medium} GiB"
+    elif vram_gib <= large:
+        method, band = ("int8" if quality else "awq"), f"<= {large} GiB"
     else:
-        method, band = ("none" if quality else "awq"), "> 40 GB"
+        method, band = ("none" if quality else "awq"), f"> {large} GiB"
     return QuantChoice(method=method, bits=DEFAULT_BITS.get(method), group_size=128 if method in PREQUANTIZED else None,
                        double_quant=method == "nf4", priority=priority, auto=True,
-                       why=f"rule: {vram_gb:g} GB is {band}, {priority} first -> {method}")
+                       why=f"rule: {vram_gib:g} GiB is {band}, {priority} first -> {method}")
 
 
-# Every key of the `quant` group: its presets (conf/quant/*.yaml) are the one home of the values.
-QUANT_KEYS = ("method", "priority", "bits", "group_size", "double_quant", "checkpoint", "checkpoint_format")
+# Every key of the `quant` group (quant/schema.py): its presets (conf/quant/*.yaml) hold the values.
+QUANT_KEYS = keys(QuantSchema)
 
 
 def quant_settings(quant: dict) -> dict:
     """The `quant` group, checked to hold exactly QUANT_KEYS (PlanError names the key)."""
-    unknown, missing = sorted(set(quant) - set(QUANT_KEYS)), [k for k in QUANT_KEYS if k not in quant]
+    unknown, missing = sorted(set(quant) - set(QUANT_KEYS)), [k for k in QUANT_KEYS if quant.get(k) == "???" or k not in quant]
     if unknown:
         raise PlanError(f"`quant.{unknown[0]}` is not a quant setting; known: {', '.join(QUANT_KEYS)}")
     if missing:
@@ -96,7 +104,7 @@ def resolve_quant(quant: dict, model: dict, tier: Tier, engine: str) -> QuantCho
             method, why = "none", (f"{tier.name} tier: no VRAM to save, weights in {tier.dtype}; "
                                    "for 4-bit on CPU set quant=awq or quant=gptq with a checkpoint")
         else:
-            rule = choose_quant(tier.vram_gb, priority)
+            rule = choose_quant(tier.vram_gib, priority)
             method, why = rule.method, rule.why
             if engine == "vllm" and method in BITSANDBYTES:
                 # vLLM 0.32 cannot run bitsandbytes: take the nearest method it can run

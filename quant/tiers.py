@@ -1,7 +1,8 @@
 """A GPU tier (conf/gpu/*.yaml) as a validated, typed value.
 
-Every tier preset sets every key of TIER_KEYS (null where it says what null means): the presets are the
-one home of the values, and Tier.from_config refuses a key left out or one it does not know.
+The keys are quant/schema.py GpuSchema's: every tier preset sets each required one (null where it says
+what null means), the presets being the one home of those values; Tier.from_config refuses a key left
+out or one it does not know. Memory is in GiB throughout (vram_gib: what the driver reports).
 """
 
 from __future__ import annotations
@@ -10,25 +11,21 @@ from dataclasses import dataclass
 
 from quant.cpu_kernels import has_native_bf16
 from quant.errors import PlanError
-from quant.memory import GB, GIB
+from quant.schema import GpuSchema, keys, optional_defaults, required_keys
 
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = (*DTYPES, "auto")  # auto: the model's bfloat16 where the CPU computes it natively, else float32
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
-TIER_KEYS = ("name", "device", "vram_gb", "vram_gib", "compute_capability", "supports_bf16", "dtype", "enforce_eager",
-             "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "enable_chunked_prefill",
-             "vllm_vision_ok", "suggested_engine", "kv_cache_dtype", "speculative", "cap_to_tier", "block_size",
-             "count", "tensor_parallel_size", "env")
-OPTIONAL_TIER_KEYS = ("ram_gib",)  # only the cpu tier sets it (conf/gpu/cpu.yaml); the job fills in null
+TIER_KEYS = keys(GpuSchema)
 
 
 @dataclass(frozen=True)
 class Tier:
     name: str
     device: str
-    vram_gb: float                     # nominal size; the quantization rule reads it (0 on cpu)
-    vram_gib: float                    # driver-reported total; what gpu_memory_utilization multiplies
+    vram_gib: float                    # driver-reported total (0 on cpu); the quantization rule and
+                                       #   gpu_memory_utilization read it
     dtype: str
     enforce_eager: bool
     max_num_seqs: int
@@ -40,7 +37,6 @@ class Tier:
     vllm_vision_ok: bool               # False: vLLM's vision attention fails here for some families (issue 29743)
     suggested_engine: str
     kv_cache_dtype: str
-    speculative: dict | None           # a suggestion for the job's speculative settings
     cap_to_tier: bool                  # rehearse this tier on a bigger device
     cpu_kv_cache_gib: float | None     # cpu: VLLM_CPU_KVCACHE_SPACE, the whole KV budget
     ram_gib: float | None              # cpu: host memory for weights; None = not checked
@@ -56,18 +52,18 @@ class Tier:
     @classmethod
     def from_config(cls, cfg: dict) -> "Tier":
         """Validate a `gpu` group dict; raises PlanError naming the `gpu.<key>` to fix."""
-        cfg = dict(cfg)
+        cfg = {**optional_defaults(GpuSchema), **cfg}
         _check_keys(cfg)
         name, device = str(_need(cfg, "name")), str(_need(cfg, "device"))
         if device not in DEVICES:
             raise PlanError(f"`gpu.device={device}` is not valid; choose one of: {', '.join(DEVICES)}")
-        vram_gb, vram_gib, util = _memory(cfg, name, device)
+        vram_gib, util = _memory(cfg, name, device)
         dtype, bf16, cc = _numbers(cfg, name, device)
         count, tp, block = _parallel(cfg, device)
         env = dict(cfg["env"] or {})
         cpu_kv = env.get("VLLM_CPU_KVCACHE_SPACE")
         return cls(
-            name=name, device=device, vram_gb=vram_gb, vram_gib=vram_gib, dtype=dtype,
+            name=name, device=device, vram_gib=vram_gib, dtype=dtype,
             enforce_eager=bool(cfg["enforce_eager"]),
             max_num_seqs=int(cfg["max_num_seqs"]), max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
             gpu_memory_utilization=None if util is None else float(util),
@@ -75,7 +71,7 @@ class Tier:
             supports_bf16=bool(bf16), compute_capability=None if cc is None else str(cc),
             vllm_vision_ok=bool(cfg["vllm_vision_ok"]),
             suggested_engine=str(_need(cfg, "suggested_engine")), kv_cache_dtype=str(cfg["kv_cache_dtype"]),
-            speculative=cfg["speculative"] or None, cap_to_tier=bool(cfg["cap_to_tier"]),
+            cap_to_tier=bool(cfg["cap_to_tier"]),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
             count=count, tensor_parallel_size=tp, block_size=block,
@@ -83,8 +79,8 @@ class Tier:
 
 
 def _check_keys(cfg: dict) -> None:
-    unknown = sorted(set(cfg) - set(TIER_KEYS) - set(OPTIONAL_TIER_KEYS))
-    missing = [k for k in TIER_KEYS if k not in cfg]
+    unknown = sorted(set(cfg) - set(TIER_KEYS))
+    missing = [k for k in required_keys(GpuSchema) if k not in cfg or cfg[k] == "???"]
     if unknown:
         raise PlanError(f"`gpu.{unknown[0]}` is not a tier setting; known: {', '.join(TIER_KEYS)}")
     if missing:
@@ -98,17 +94,16 @@ def _need(cfg: dict, key: str):
     return cfg[key]
 
 
-def _memory(cfg: dict, name: str, device: str) -> tuple[float, float, float | None]:
-    """(vram_gb, vram_gib, gpu_memory_utilization), checked for a cuda tier."""
-    vram_gb = float(_need(cfg, "vram_gb"))
-    if device == "cuda" and vram_gb <= 0:
-        raise PlanError(f"`gpu.vram_gb` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gb')}")
-    # decimal GB -> GiB when the driver figure is not given: a 16 GB card is 14.9 GiB
-    vram_gib = float(cfg.get("vram_gib") or vram_gb * GB / GIB)
+def _memory(cfg: dict, name: str, device: str) -> tuple[float, float | None]:
+    """(vram_gib, gpu_memory_utilization), checked for a cuda tier (0 GiB on cpu)."""
+    vram_gib = float(cfg.get("vram_gib") or 0)
+    if device == "cuda" and vram_gib <= 0:
+        raise PlanError(f"`gpu.vram_gib` must be > 0 on a cuda tier ({name}), got {cfg.get('vram_gib')}: the "
+                        "GPU's total memory in GiB, as nvidia-smi reports it (MiB / 1024)")
     util = cfg.get("gpu_memory_utilization")
     if device == "cuda" and (util is None or not 0 < float(util) <= 1):
         raise PlanError(f"`gpu.gpu_memory_utilization` must be in (0, 1] on a cuda tier ({name}), got {util}")
-    return vram_gb, vram_gib, util
+    return vram_gib, util
 
 
 def _numbers(cfg: dict, name: str, device: str) -> tuple[str, bool, str | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -68,17 +69,27 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["model.family=gpt"], "model.family"),
     (["limit=0"], "limit"),
     (["+engine.batchsize=4"], "`engine.batchsize` is not an engine option"),
-    (["engine.batch_size=null"], "`engine.batch_size` is missing"),
+    (["engine.batch_size=null"], "`engine.batch_size` cannot be null"),
     (["engine.max_inflight=0"], "`engine.max_inflight` must be >= 1"),
-    (["lora.max_rank=null"], "`lora.max_rank` is missing"),
+    (["lora.max_rank=null"], "`lora.max_rank` cannot be null"),
+    (["runner=ray", "runner.engine_cpus=0"], "`runner.engine_cpus` must be > 0"),
 ])
 def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, overrides, message):
+    """Hydra refuses a wrong type or an unknown key while composing (the schemas, caption/schema.py),
+    load_job_config a wrong value; either way one line names the key."""
+    from hydra.errors import ConfigCompositionException
+
+    from caption.help import explain_composition_error
+
     args = {"input_dir": f"input_dir={synth_dir}", "output": f"output={tmp_path / 'o.jsonl'}"}
     args.update((o.split("=")[0], o) for o in overrides)  # an override replaces the default of its key
     if not overrides:
         del args["input_dir"]
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises((ConfigError, ConfigCompositionException)) as raised:
         load_planned_job(compose_config(list(args.values())))
+    said = (explain_composition_error(raised.value) if isinstance(raised.value, ConfigCompositionException)
+            else str(raised.value))
+    assert re.search(message, said) and "\n" not in said, said
 
 
 def test_decode_workers_auto_leaves_the_engine_its_cores(compose_config, synth_dir, tmp_path):

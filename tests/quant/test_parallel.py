@@ -11,7 +11,7 @@ from quant.presets import load, load_model
 
 def plan(model: str, tier: str, count: int = 1, tp: int | None = None, quant: str = "auto"):
     gpu = dict(load("gpu", tier), count=count, tensor_parallel_size=tp)
-    return make_plan(load_model(model), gpu, load("quant", quant), "auto")
+    return make_plan(load_model(model), gpu, load("quant", quant), "auto", max_new_tokens=48)
 
 
 def test_72b_bf16_on_four_h100_needs_all_four_in_one_engine():

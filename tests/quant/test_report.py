@@ -14,9 +14,9 @@ from quant.report import write_sweep_table
 @pytest.fixture(scope="module")
 def plans():
     clip = {"frames": 16, "width": 448, "height": 448}
-    return [make_plan(load_model("qwen2_5_vl_7b_awq"), load("gpu", g), load("quant", "auto"), "vllm", clip).to_dict()
+    return [make_plan(load_model("qwen2_5_vl_7b_awq"), load("gpu", g), load("quant", "auto"), "vllm", clip, max_new_tokens=48).to_dict()
             for g in ("l4", "h100")] + [make_plan(load_model("qwen2_5_vl_72b"), load("gpu", "h100"),
-                                                  load("quant", "none"), "vllm", clip).to_dict()]
+                                                  load("quant", "none"), "vllm", clip, max_new_tokens=48).to_dict()]
 
 
 def test_writes_markdown_and_csv_one_row_per_job(plans, tmp_path):
