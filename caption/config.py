@@ -92,6 +92,7 @@ class JobConfig:
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
     decode_timeout_s: float
     ablation: str
+    prune_rate: float  # video.prune_rate: the share of video tokens vLLM drops (0: none); the plan checks it
     runner: RunnerSettings
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
@@ -259,10 +260,22 @@ def _runner(cfg: DictConfig) -> RunnerSettings:
         max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
 
 
+def _prune_rate(cfg: DictConfig) -> float:
+    rate = float(cfg.video.prune_rate)
+    if not 0 <= rate < 1:
+        raise ConfigError(f"`video.prune_rate={rate:g}` must be in [0, 1): the share of video tokens dropped (0: none)")
+    return rate
+
+
 def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None) -> str:
-    """engine=auto leaves the choice to the planner, except where sampling or speculative decoding
-    decide it: beam sampling only runs on transformers, speculative decoding only on vLLM."""
+    """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
+    video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
     requested = str(cfg.engine.name)
+    pruned = _prune_rate(cfg) > 0
+    if pruned and (requested == "hf" or sampling.beam_search and sampling.do_sample):
+        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` runs on engine=vllm: transformers' generate "
+                          "has no video-token pruning for these families; use engine=vllm (or auto), or "
+                          "video.prune_rate=0")
     if sampling.beam_search and spec is not None:
         raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
                           "set spec=none or another sampling preset")
@@ -276,8 +289,8 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | 
                               "(vllm/entrypoints/generate/beam_search/offline.py) ranks beams by raw log-probabilities "
                               "and cannot sample: use engine=hf (or engine=auto), or sampling.temperature=0")
         return "hf"
-    if spec is not None:
-        if requested == "hf":
+    if spec is not None or pruned:
+        if spec is not None and requested == "hf":
             raise ConfigError(f"`spec={spec['method']}`: speculative decoding runs on engine=vllm; use engine=vllm "
                               "(or engine=auto), or spec=none")
         return "vllm"
@@ -410,7 +423,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
-        ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"),
+        ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
         adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg),

@@ -90,6 +90,8 @@ def job_settings(job) -> dict:
             settings["speculative"] = job.speculative["method"]
     if job.ablation != "none":
         settings["ablation"] = job.ablation
+    if job.prune_rate:  # fewer video tokens, other captions
+        settings["prune_rate"] = job.prune_rate
     if job.forced_lengths is not None:
         settings["forced_output_tokens"] = _digest(vars(job.forced_lengths))[:8]
     return settings

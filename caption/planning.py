@@ -52,7 +52,8 @@ def make_job_plan(job: JobConfig) -> Plan:
     sampling = job.decode.sampling
     video = {"num_frames": sampling.num_frames if sampling.mode == "uniform" else sampling.max_frames,
              "width": job.decode.width, "height": job.decode.height,
-             "max_pixels": job.decode.max_pixels, "size_multiple": job.decode.size_multiple}
+             "max_pixels": job.decode.max_pixels, "size_multiple": job.decode.size_multiple,
+             "prune_rate": job.prune_rate}
     device = device_vram_gib() if gpu.get("device") == "cuda" else None
     try:
         plan = make_plan(model, gpu, quant, job.requested_engine, video,

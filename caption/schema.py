@@ -96,6 +96,10 @@ class VideoSchema:
     timeout_s: float = option(DECODE_TIMEOUT_S, "a clip that takes longer gets an error record; its decoder "
                                                 "is killed")
     ablation: str = MISSING
+    prune_rate: float = option(0.0, "the share of each clip's video tokens vLLM drops before the language model "
+                                    "(EVS: tokens that changed least from the frame before; the first frames' "
+                                    "are kept), in [0, 1); 0: none. vLLM and the Qwen-VL families only. Fewer "
+                                    "tokens per request in the KV cache; the vision encoder still sees every frame")
 
 
 @dataclass

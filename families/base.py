@@ -48,6 +48,11 @@ class Family:
     size_multiple: Callable[[dict], int]  # frame sides the decoder gives are multiples of this (video_io/sizing.py)
     vision_modules: tuple[str, ...]  # module names kept unquantized (bitsandbytes skip list, AWQ/GPTQ ignore)
 
+    # vLLM's video-token pruning (EVS, vllm/multimodal/video_prune/evs.py): a clip's video tokens come in
+    # this many temporal groups of equal size, and the first group is always kept. None: vLLM cannot
+    # prune this family's video tokens (video.prune_rate is refused)
+    temporal_groups: Callable[[dict, int], int] | None
+
     # what the engines must know
     fps_scaled_positions: bool  # temporal positions scale with 1/fps (caption/admission.py bounds them)
     vllm_vision_on_turing: bool  # vLLM has a vision-attention backend for this family on sm75 (T4)

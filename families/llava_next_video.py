@@ -153,6 +153,7 @@ FAMILY = Family(
     vision_params=vision_params, video_tokens=video_tokens, video_text_tokens=no_video_text,
     size_multiple=size_multiple,
     vision_modules=("vision_tower", "multi_modal_projector"),
+    temporal_groups=None,  # vLLM 0.32 prunes only Qwen-VL families (supported_video_pruning_methods)
     fps_scaled_positions=False,  # 1-D RoPE: positions do not depend on time
     vllm_vision_on_turing=True,  # CLIP's plain attention runs on vLLM's Turing backends
     transformers_fix=None,

@@ -119,6 +119,7 @@ FAMILY = Family(
     vision_params=vision_params, video_tokens=video_tokens, size_multiple=qwen.size_multiple, video_text_tokens=no_video_text, vision_modules=("visual",),
     # t x second_per_grid x tokens_per_second, second_per_grid = temporal_patch_size / fps (vLLM
     # model_executor/models/qwen2_5_vl.py `iter_mm_grid_thw`)
+    temporal_groups=qwen.temporal_groups,
     fps_scaled_positions=True,
     vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75
     transformers_fix=transformers_fix,

@@ -118,6 +118,7 @@ FAMILY = Family(
     prompt=qwen.chatml_prompt, video_placeholder=qwen.VIDEO_PAD, stop=qwen.STOP, processor_kwargs=PROCESSOR_KWARGS,
     vision_params=vision_params, video_tokens=video_tokens, size_multiple=qwen.size_multiple, video_text_tokens=video_text_tokens,
     vision_modules=("visual",),
+    temporal_groups=qwen.temporal_groups,
     fps_scaled_positions=False,  # its processor writes timestamps as text instead (module docstring)
     vllm_vision_on_turing=False,  # vLLM issue 29743: no vision-attention backend for sm75
     transformers_fix=None,

@@ -132,6 +132,15 @@ def vision_tokens(family: str, arch: dict, frames: int, width: int, height: int)
     return get_family(family).video_tokens(arch, frames, width, height)
 
 
+def kept_video_tokens(tokens: int, groups: int, rate: float) -> int:
+    """Video tokens vLLM keeps of a clip's `tokens` in `groups` temporal groups at pruning rate `rate`:
+    the share 1 - rate, never fewer than the first group's (vllm/multimodal/video_prune/evs.py
+    compute_retained_tokens_count, which sizes the prompt's placeholders)."""
+    if rate <= 0:
+        return tokens
+    return max(tokens // groups, int(tokens * (1 - rate)))
+
+
 def video_text_tokens(family: str, arch: dict, frames: int) -> int:
     """Text the processor adds around a video beyond the prompt's own markers (Qwen3-VL timestamps)."""
     return get_family(family).video_text_tokens(arch, frames)

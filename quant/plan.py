@@ -26,7 +26,7 @@ from quant.errors import PlanError
 from quant.parallel import choose_tensor_parallel
 from quant.schema import ModelSchema, optional_defaults, required_keys
 from quant.memory import (GIB, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
-                          dtype_bytes, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
+                          dtype_bytes, kept_video_tokens, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
                           frame_sizes_within, vision_tokens, weight_bytes)
 from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
                          resolve_quant)
@@ -188,9 +188,12 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, v
 
 @dataclass
 class _Request:
-    """One request's size: its tokens, its video tokens, the model's context, how the count was reached."""
+    """One request's size: its tokens, its video tokens (kept, and all the vision encoder sees), the
+    model's context, how the count was reached."""
     need: int
     video_tokens: int
+    encoded_video_tokens: int
+    prune_rate: float                   # video.prune_rate: the share of video tokens vLLM drops (0: none)
     context: int | None
     notes: list[str]
 
@@ -222,7 +225,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     warnings = check_combination(model, engine, choice, tier)
     dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
     warnings += dtype_warnings
-    request = _request(model, video, family, arch, max_new_tokens, prompt_text_tokens)
+    request = _request(model, video, family, arch, engine, max_new_tokens, prompt_text_tokens)
     sizes = _sizes(family, arch, dtype, choice, tier, tp, request.need)
     max_len = _model_len(model, request, warnings)
     util, total_gib, cap = _device_memory(tier, device_vram_gib, cap_to_tier, warnings)
@@ -234,6 +237,8 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     reasons += _fit_words(tier, engine, tp, request, sizes, budget, per_seq, seqs, max_num_seqs) if fits else []
     vllm, hf = _engine_settings(tier, engine, family, dtype, choice, tp, util, cap, seqs, max_num_seqs, budget.batched,
                                 max_len)
+    if vllm is not None and request.prune_rate:
+        vllm["video_pruning_rate"] = request.prune_rate  # vLLM's EVS (the count above is its count)
     gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
     return Plan(
         model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,
@@ -253,17 +258,41 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     )
 
 
-def _request(model: dict, video: dict | None, family: str, arch: dict, max_new_tokens: int,
+def _request(model: dict, video: dict | None, family: str, arch: dict, engine: str, max_new_tokens: int,
              prompt_text_tokens: int) -> _Request:
     """A request's tokens: prompt text + the clip's video tokens (the worst case over the sizes a pixel
     budget allows) + the text the processor adds around them + the caption."""
     frames, width, height, max_pixels, multiple = _clip(video, model)
     try:
-        video_tokens, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
+        encoded, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
     except ValueError as exc:
         raise PlanError(f"`video`: {exc}") from None
+    notes = [size_note] if size_note else []
+    rate = float((video or {}).get("prune_rate") or 0)
+    video_tokens = _pruned(family, arch, frames, encoded, rate, engine, notes)
     need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
-    return _Request(need, video_tokens, arch.get("max_position_embeddings"), [size_note] if size_note else [])
+    return _Request(need, video_tokens, encoded, rate, arch.get("max_position_embeddings"), notes)
+
+
+def _pruned(family: str, arch: dict, frames: int, tokens: int, rate: float, engine: str, notes: list[str]) -> int:
+    """The video tokens a request keeps at `video.prune_rate`: the KV cache and the context hold only
+    those; the vision encoder still sees them all."""
+    if not 0 <= rate < 1:
+        raise PlanError(f"`video.prune_rate={rate:g}` must be in [0, 1): the share of video tokens dropped "
+                        "(0: none)")
+    if rate == 0:
+        return tokens
+    if engine != "vllm":
+        raise PlanError(f"`video.prune_rate={rate:g}` runs on engine=vllm: transformers' generate has no video-token "
+                        "pruning for these families; use engine=vllm (or auto), or video.prune_rate=0")
+    groups = get_family(family).temporal_groups
+    if groups is None:
+        raise PlanError(f"`video.prune_rate={rate:g}`: vLLM 0.32 cannot prune {family}'s video tokens (EVS "
+                        "runs in the Qwen2.5-VL and Qwen3-VL families only): set video.prune_rate=0")
+    kept = kept_video_tokens(tokens, groups(arch, frames), rate)
+    notes.append(f"video.prune_rate={rate:g}: {kept} of {tokens} video tokens kept per clip (vLLM's EVS keeps "
+                 "the first frames' tokens and those that changed most)")
+    return kept
 
 
 def _sizes(family: str, arch: dict, dtype: str, choice, tier: Tier, tp: int, need: int) -> _Sizes:
@@ -353,18 +382,18 @@ def _fit_model_len(tier: Tier, engine: str, arch: dict, sizes: _Sizes, request: 
     """(max_model_len, budget, bytes per request): max_model_len lowered where one sequence of it would
     not fit vLLM's KV cache (vLLM checks at start-up); on transformers a request also holds its prefill
     activations (no paging)."""
-    budget = _budget(tier, engine, arch, sizes, request.video_tokens, util, total_gib, max_len)
+    budget = _budget(tier, engine, arch, sizes, request.encoded_video_tokens, util, total_gib, max_len)
     per_seq = sizes.kv_seq
     if engine == "hf":
         per_seq += activation_bytes(arch, request.need, sizes.act)
         if arch.get("vision_hidden_size"):
-            per_seq += vision_activation_bytes(arch, request.video_tokens, sizes.act)
+            per_seq += vision_activation_bytes(arch, request.encoded_video_tokens, sizes.act)
     needed_len = min(_round_up(request.need, MAX_MODEL_LEN_STEP), max_len)
     if engine == "vllm" and budget.kv < kv_bytes(sizes.kv_tok, max_len) and max_len > needed_len:
         warnings.append(f"lowered max_model_len from {max_len} to {needed_len} so one sequence fits the KV cache "
                         "(vLLM checks this at start-up)")
         max_len = needed_len
-        budget = _budget(tier, engine, arch, sizes, request.video_tokens, util, total_gib, max_len)
+        budget = _budget(tier, engine, arch, sizes, request.encoded_video_tokens, util, total_gib, max_len)
     if engine == "vllm" and budget.batched != tier.max_num_batched_tokens:
         warnings.append(f"max_num_batched_tokens raised from {tier.max_num_batched_tokens} to {budget.batched}: "
                         "without chunked prefill vLLM needs it >= max_model_len (or set gpu.enable_chunked_prefill=true)")

@@ -38,7 +38,15 @@ class Result:
     #   submit-to-finish time; on transformers its batch's `generate` call, which all its requests share
     ttft_s: float | None = None  # time to first token, where the engine reports it
     tpot_s: float | None = None  # time per output token after the first, where the engine reports it
+    video_tokens: int | None = None  # the video placeholder tokens of the prompt the model saw (after pruning)
     error: str | None = None
+
+
+def count_token(token_ids, token_id: int | None) -> int | None:
+    """How often `token_id` stands in a prompt's ids (None where the id is unknown)."""
+    if token_id is None or token_ids is None:
+        return None
+    return sum(1 for t in token_ids if t == token_id)
 
 
 def reply_text(tokenizer, token_ids) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, pull, reply_text
+from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text
 from caption.engines.spec import EngineSpec
 from families import get_family
 
@@ -100,6 +100,7 @@ class HfEngine:
         if self.device == "cuda" and plan.get("memory_fraction"):  # rehearsing a smaller tier
             torch.cuda.set_per_process_memory_fraction(plan["memory_fraction"])
         self.processor = processor or AutoProcessor.from_pretrained(spec.model_path)
+        self.video_token_id = self.processor.tokenizer.convert_tokens_to_ids(family.video_placeholder)
         self.processor.tokenizer.padding_side = "left"  # generation appends on the right
         if model is None:
             model = AutoModelForImageTextToText.from_pretrained(
@@ -199,6 +200,7 @@ class HfEngine:
             n = len(kept) + (stopped is not None)
             results.append(Result(request, text=text,
                                   prompt_tokens=int(inputs["attention_mask"][row].sum()),
+                                  video_tokens=count_token(inputs["input_ids"][row].tolist(), self.video_token_id),
                                   output_tokens=n,
                                   finish_reason="stop" if stopped is not None else "length",
                                   generate_s=elapsed, ttft_s=steps[0] - started if steps else None,

@@ -12,61 +12,22 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, pull, reply_text, take_ready
+from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text, take_ready
 from caption.engines.spec import EngineSpec
+from caption.engines.vllm_fixes import (DropThreadWarning, enable_video_pruning_on_cpu, guard_kernel_rebind_scan,
+                                        shutdown_llm)
 from caption.outcome import EngineFailure
+from families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
             "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens")
-
-
-class _DropThreadWarning(logging.Filter):
-    """vLLM's CPU worker replaces torch.set_num_threads with a warning, and its multimodal
-    processing calls it for every request: one harmless line per video would bury the progress bar."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "torch.set_num_threads" not in record.getMessage()
-
-
-def guard_kernel_rebind_scan() -> None:
-    """vLLM's worker start scans every module's objects with `vars(obj).get(...)`. Once numba has
-    been imported (vLLM's n-gram proposer does that), llvmlite's `ffi.lib` answers `__dict__`
-    through its `__getattr__` with a function wrapper, and the scan raises AttributeError, so a
-    second engine in one process fails to start. Give that lookup a real (empty) dict."""
-    ffi = sys.modules.get("llvmlite.binding.ffi")
-    lib = getattr(ffi, "lib", None)
-    table = getattr(lib, "_fntab", None)
-    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
-        table["__dict__"] = {}
-
-
-def shutdown_llm(llm) -> None:
-    """Stop an in-process vLLM engine without breaking the others in this process.
-
-    vLLM's EngineCore.shutdown() ends with cleanup_dist_env_and_memory() (vllm/v1/engine/core.py),
-    which destroys the process-wide parallel groups: every other in-process engine then fails its next
-    step with "pipeline model parallel group is not initialized". An engine restarted by the job, or
-    several engines in one test session, share those groups, so they are left in place (a new engine
-    reuses them); the engine's own memory is freed by the garbage collector as vLLM would."""
-    import gc
-
-    import vllm.v1.engine.core as core
-
-    cleanup = core.cleanup_dist_env_and_memory
-    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    finally:
-        core.cleanup_dist_env_and_memory = cleanup
-    gc.collect()
 
 
 def apply_engine_env(env: dict | None) -> None:
@@ -89,11 +50,7 @@ def engine_args(spec: EngineSpec) -> dict:
         seed=opts.seed,
         disable_log_stats=False,  # keep the counters the summary reports
     )
-    for key in ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
-                "enforce_eager", "gpu_memory_utilization", "quantization", "kv_cache_dtype", "tensor_parallel_size",
-                "block_size"):
-        if plan.get(key) is not None:
-            args[key] = plan[key]
+    args.update({key: value for key, value in plan.items() if value is not None})  # the plan's are vLLM's names
     if spec.adapters:  # every adapter of the job can be in one batch
         args.update(enable_lora=True, max_loras=len(spec.adapters), max_cpu_loras=len(spec.adapters),
                     max_lora_rank=spec.lora_max_rank)
@@ -174,8 +131,9 @@ class _Flight:
     steps: int = 0
 
 
-def _result(request: Request, output, submitted: float) -> Result:
-    """A finished vLLM RequestOutput as the job's Result, with the timings vLLM measured."""
+def _result(request: Request, output, submitted: float, video_token_id: int | None) -> Result:
+    """A finished vLLM RequestOutput as the job's Result, with the timings vLLM measured and the video
+    tokens its processor put in the prompt (after pruning: the count vLLM's EVS sized them to)."""
     completion = output.outputs[0]
     metrics = getattr(output, "metrics", None)
     ttft = getattr(metrics, "first_token_latency", None) if metrics is not None else None
@@ -184,7 +142,8 @@ def _result(request: Request, output, submitted: float) -> Result:
     return Result(request, text=completion.text.strip(), prompt_tokens=len(output.prompt_token_ids or ()),
                   output_tokens=n, finish_reason=completion.finish_reason,
                   generate_s=time.perf_counter() - submitted, ttft_s=ttft or None,
-                  tpot_s=(last - first) / (n - 1) if n > 1 and first and last > first else None)
+                  tpot_s=(last - first) / (n - 1) if n > 1 and first and last > first else None,
+                  video_tokens=count_token(output.prompt_token_ids, video_token_id))
 
 
 class VllmEngine:
@@ -193,8 +152,10 @@ class VllmEngine:
     def __init__(self, spec: EngineSpec):
         apply_engine_env(spec.env)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", spec.options.log_level)
-        logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadWarning())
+        logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(DropThreadWarning())
         guard_kernel_rebind_scan()
+        if spec.vllm.get("video_pruning_rate"):
+            enable_video_pruning_on_cpu()
         from vllm import LLM
 
         started = time.perf_counter()
@@ -216,6 +177,7 @@ class VllmEngine:
         self.lora = {a.name: LoRARequest(a.name, a.int_id, a.path) for a in spec.adapters}
         self.tokenizer = self.llm.get_tokenizer()
         self.eos_token_id = self.tokenizer.eos_token_id  # the one token LLM.beam_search ends a beam on
+        self.video_token_id = self.tokenizer.convert_tokens_to_ids(get_family(spec.family).video_placeholder)
         self.refill = max(1, int(spec.vllm["max_num_seqs"]))
         self.speculative = spec.speculative is not None
         self._baseline = _counters(self.llm)
@@ -294,7 +256,8 @@ class VllmEngine:
             results.append(Result(request, text=text, prompt_tokens=prompt_len,
                                   output_tokens=len(generated),
                                   finish_reason=best.finish_reason or ("stop" if ended else "length"),
-                                  generate_s=elapsed))
+                                  generate_s=elapsed,
+                                  video_tokens=count_token(best.orig_prompt["prompt_token_ids"], self.video_token_id)))
         return results
 
     def _run_sampling(self, requests: Iterable[Request]) -> Iterator[Result]:
@@ -362,7 +325,7 @@ class VllmEngine:
             if output.finished and output.request_id in flight.inflight:
                 request, submitted = flight.inflight.pop(output.request_id)
                 flight.progressed.discard(output.request_id)
-                yield _result(request, output, submitted)
+                yield _result(request, output, submitted, self.video_token_id)
 
     def reset_stats(self) -> None:
         self._baseline = _counters(self.llm)

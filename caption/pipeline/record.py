@@ -62,7 +62,8 @@ def result_record(result, job) -> dict:
         "frame_times": r.context.get("times"),  # seconds from the first frame, of the frames used
         "seek": r.context.get("seek"),  # "keyframe", "nearby" or "exact" (video_io/decode.py)
         "decoder": r.context.get("backend"),
-        "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
+        "prompt_tokens": result.prompt_tokens, "video_tokens": result.video_tokens,
+        "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason,
         "decode_s": round(r.context.get("decode_s", 0.0), 4), "generate_s": round(result.generate_s, 4),
     })

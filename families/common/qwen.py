@@ -52,7 +52,12 @@ def grid_tokens(arch: dict, frames: int, height: int, width: int) -> int:
     """Placeholder tokens of a clip already resized: frames grouped `temporal_patch_size` at a time
     (an odd count padded with the last frame), each group (H / patch / merge) x (W / patch / merge)."""
     factor = arch["patch_size"] * arch["spatial_merge_size"]
-    return math.ceil(frames / arch["temporal_patch_size"]) * (height // factor) * (width // factor)
+    return temporal_groups(arch, frames) * (height // factor) * (width // factor)
+
+
+def temporal_groups(arch: dict, frames: int) -> int:
+    """The clip's temporal groups: frames taken `temporal_patch_size` at a time (the grid's T)."""
+    return math.ceil(frames / arch["temporal_patch_size"])
 
 
 def size_multiple(arch: dict) -> int:

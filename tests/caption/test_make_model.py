@@ -250,7 +250,7 @@ def _vllm_run(folder: Path, prompt: str, clip):
     os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1",
                       VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(os.sched_getaffinity(0)))),
                       VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    from caption.engines.vllm_engine import guard_kernel_rebind_scan, shutdown_llm
+    from caption.engines.vllm_fixes import guard_kernel_rebind_scan, shutdown_llm
 
     guard_kernel_rebind_scan()  # a second engine in one process (see caption/engines/vllm_engine.py)
     from vllm import LLM, SamplingParams
@@ -348,3 +348,6 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
     height, width = clip.frames.shape[1:3]
     arch = OmegaConf.to_container(OmegaConf.load(preset).arch)
     assert used == vision_tokens(family, arch, len(clip.frames), width, height) <= job.plan.vision_tokens_per_clip
+    # and both engines report the same count in the record
+    assert [r["video_tokens"] for e in ("vllm", "hf") for v, r in records[e].items() if v.endswith("clip_00000.mp4")] \
+        == [used, used]

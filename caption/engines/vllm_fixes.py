@@ -1,0 +1,75 @@
+"""vLLM 0.32's rough edges on this project's path, each worked around where vLLM's own source shows why
+(paths are under site-packages/vllm). Each fix is applied in the process that runs the engine core
+(in-process on the cpu tier: VLLM_ENABLE_V1_MULTIPROCESSING=0, conf/gpu/cpu.yaml) and changes
+nothing else."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+class DropThreadWarning(logging.Filter):
+    """vLLM's CPU worker replaces torch.set_num_threads with a warning, and its multimodal
+    processing calls it for every request: one harmless line per video would bury the progress bar."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "torch.set_num_threads" not in record.getMessage()
+
+
+def guard_kernel_rebind_scan() -> None:
+    """vLLM's worker start scans every module's objects with `vars(obj).get(...)`. Once numba has
+    been imported (vLLM's n-gram proposer does that), llvmlite's `ffi.lib` answers `__dict__`
+    through its `__getattr__` with a function wrapper, and the scan raises AttributeError, so a
+    second engine in one process fails to start. Give that lookup a real (empty) dict."""
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    lib = getattr(ffi, "lib", None)
+    table = getattr(lib, "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
+
+
+def shutdown_llm(llm) -> None:
+    """Stop an in-process vLLM engine without breaking the others in this process.
+
+    vLLM's EngineCore.shutdown() ends with cleanup_dist_env_and_memory() (vllm/v1/engine/core.py),
+    which destroys the process-wide parallel groups: every other in-process engine then fails its next
+    step with "pipeline model parallel group is not initialized". An engine restarted by the job, or
+    several engines in one test session, share those groups, so they are left in place (a new engine
+    reuses them); the engine's own memory is freed by the garbage collector as vLLM would."""
+    import gc
+
+    import vllm.v1.engine.core as core
+
+    cleanup = core.cleanup_dist_env_and_memory
+    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        core.cleanup_dist_env_and_memory = cleanup
+    gc.collect()
+
+
+def enable_video_pruning_on_cpu() -> None:
+    """Video-token pruning (EVS) on vLLM's CPU build. The GPU model runner sets
+    `is_multimodal_pruning_enabled` when it loads the model (v1/worker/gpu_model_runner.py load_model);
+    the CPU runner's load_model (v1/worker/cpu_model_runner.py) never does, so the pruned video
+    embeddings, which carry their M-RoPE positions in 4 extra columns, reach the merge unstripped and
+    every request fails ("Error during index put operation", model_executor/models/utils.py). Set the
+    flag the way the GPU runner does, after the CPU runner's own load."""
+    from vllm.model_executor.models.interfaces import supports_multimodal_pruning
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    if getattr(CPUModelRunner.load_model, "sets_pruning_flag", False):
+        return
+    load = CPUModelRunner.load_model
+
+    def load_model(self, *args, **kwargs):
+        load(self, *args, **kwargs)
+        mm_config = self.model_config.multimodal_config
+        self.is_multimodal_pruning_enabled = (supports_multimodal_pruning(self.get_model())
+                                              and mm_config is not None
+                                              and mm_config.is_multimodal_pruning_enabled())
+
+    load_model.sets_pruning_flag = True
+    CPUModelRunner.load_model = load_model
