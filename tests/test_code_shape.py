@@ -9,7 +9,7 @@ from pathlib import Path
 
 from caption.config import REPO_ROOT
 
-PACKAGES = ("caption", "video_io", "quant", "eval", "families")
+PACKAGES = ("caption", "video_io", "quant", "eval", "families", "bench")
 MAX_FUNCTION_LINES = 60
 
 

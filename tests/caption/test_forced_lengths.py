@@ -191,7 +191,7 @@ def test_vllm_steps_with_what_is_ready_instead_of_waiting_for_more(job_config, s
 
 @pytest.mark.slow
 def test_the_engine_only_benchmark_does_the_jobs_work(synth_dir):
-    """scripts/bench_engine_only.py (vLLM alone, the throughput bench_engines holds the job against)
+    """`caption-bench engine-only` (vLLM alone, the throughput bench_engines holds the job against)
     keys and forces each request as the job does: the clip's path relative to the folder, the length
     drawn from that key. Its output tokens are then exactly the job's; keyed any other way, the draws
     and so the totals differ."""
@@ -203,7 +203,7 @@ def test_the_engine_only_benchmark_does_the_jobs_work(synth_dir):
     from caption.config import REPO_ROOT
     from video_io.crawl import crawl_videos
 
-    run = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench_engine_only.py"), "--clips", str(synth_dir),
+    run = subprocess.run([sys.executable, "-m", "bench", "engine-only", "--clips", str(synth_dir),
                           "tasks=[caption,motion]", "sampling.max_new_tokens=40", "gpu.max_num_seqs=4",
                           "benchmark.output_tokens={median:12,sigma:0.8,min:2,max:40,seed:3}"],
                          capture_output=True, text=True, timeout=600,

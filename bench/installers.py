@@ -1,17 +1,19 @@
-"""Times pip against uv installing the same pins (`-c constraints.txt -e '.[cpu,test,bench]'`) into a
+"""pip against uv: seconds to install the same pins into a fresh virtual environment (why set-up uses uv).
+
+Times pip against uv installing the same pins (`-c constraints.txt -e '.[cpu,test,bench]'`) into a
 fresh virtual environment, each from a cold and from a warm download cache, with the same indexes
 (this machine's pip configuration, passed to uv as tools/setup.sh does) and both compiling bytecode
 (pip does by default; uv with --compile-bytecode, as set-up runs it). Why set-up uses uv.
 
-    .venv/bin/python tools/bench_installers.py --out data/bench_installers   # ~7 min
+    caption-bench installers --out data/bench_installers   # ~7 min
 
-Prints a table (seconds, pip / uv), writes results.json and installers.png in --out.
+Prints a table (seconds, pip / uv), writes results.json, results.md and results.png in --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import bars, write_results
+from caption.config import REPO_ROOT as REPO
+
 UV = REPO / "build" / "uv" / "bin" / "uv"
 SPEC = ["-c", "constraints.txt", "-e", ".[cpu,test,bench]"]
 
@@ -46,8 +50,6 @@ def timed(cmd: list[str], env: dict) -> float:
 
 def install(installer: str, venv: Path, cache: Path) -> float:
     """Seconds from nothing to the environment installed (creating the venv included)."""
-    import os
-
     shutil.rmtree(venv, ignore_errors=True)
     env = dict(os.environ)
     if installer == "pip":
@@ -60,13 +62,13 @@ def install(installer: str, venv: Path, cache: Path) -> float:
                      "--index-strategy", "unsafe-best-match", *pip_index_args(), *SPEC], env))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "data" / "bench_installers")
-    args = parser.parse_args()
+
+
+def run(args) -> int:
     if not UV.exists():
-        sys.exit(f"{UV} is missing: run make setup first")
-    args.out.mkdir(parents=True, exist_ok=True)
+        raise SystemExit(f"{UV} is missing: run make setup first")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for installer in ("pip", "uv"):
@@ -76,25 +78,12 @@ def main() -> None:
                 rows.append({"installer": installer, "cache": state, "seconds": round(seconds, 1)})
                 print(f"{installer} {state}: {seconds:.1f} s", flush=True)
     by = {(r["installer"], r["cache"]): r["seconds"] for r in rows}
-    print("\n| cache | pip (s) | uv (s) | pip / uv |\n|---|---|---|---|")
-    for state in ("cold", "warm"):
-        print(f"| {state} | {by['pip', state]} | {by['uv', state]} | {by['pip', state] / by['uv', state]:.1f}x |")
-    (args.out / "results.json").write_text(json.dumps({"spec": SPEC, "rows": rows}, indent=2) + "\n")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for i, installer in enumerate(("pip", "uv")):
-        ax.bar([x + i * 0.35 for x in range(2)], [by[installer, s] for s in ("cold", "warm")], 0.35, label=installer)
-    ax.set_xticks([0.175, 1.175], ["cold cache", "warm cache"])
-    ax.set_ylabel("seconds to a fresh .venv")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out / "installers.png", dpi=120)
-    print(f"\nwrote {args.out / 'results.json'} and {args.out / 'installers.png'}")
-
-
-if __name__ == "__main__":
-    main()
+    lines = ["| cache | pip (s) | uv (s) | pip / uv |", "|---|---|---|---|"]
+    lines += [f"| {state} | {by['pip', state]} | {by['uv', state]} | {by['pip', state] / by['uv', state]:.1f}x |"
+              for state in ("cold", "warm")]
+    print("\n" + "\n".join(lines))
+    write_results(args.out, "installers", {"spec": SPEC, "rows": rows}, lines,
+                  bars(["cold cache", "warm cache"], {i: [by[i, s] for s in ("cold", "warm")] for i in ("pip", "uv")},
+                       "seconds to a fresh .venv"), "pip against uv, the same pins, a fresh virtual environment",
+                  figsize=(5, 3))
+    return 0

@@ -1,10 +1,10 @@
 """vLLM against the best transformers setting: the whole caption job, same clips, forced varied lengths.
 
-    python scripts/bench_engines.py --model bench       # random-weight Qwen2.5-VL, ~157M parameters
-    python scripts/bench_engines.py --model embedded    # the 2.2M-parameter model in assets/ (all overhead)
-    python scripts/bench_engines.py --model bench --n 96 --hf-batch 8 16 32 --max-num-seqs 16 32 64
-    python scripts/bench_engines.py --model bench --dtype bfloat16  # both engines in bf16 (AVX512-BF16 CPUs)
-    python scripts/bench_engines.py --model 7b --gpu h100 --hf-batch 32 --max-num-seqs 32 64 128  # a GPU machine
+    caption-bench engines --model bench       # random-weight Qwen2.5-VL, ~157M parameters
+    caption-bench engines --model embedded    # the 2.2M-parameter model in assets/ (all overhead)
+    caption-bench engines --model bench --n 96 --hf-batch 8 16 32 --max-num-seqs 16 32 64
+    caption-bench engines --model bench --dtype bfloat16  # both engines in bf16 (AVX512-BF16 CPUs)
+    caption-bench engines --model 7b --gpu h100 --hf-batch 32 --max-num-seqs 32 64 128  # a GPU machine
 
 Every row is the real `caption` job in a fresh process (decoding in worker processes included) on
 the same synthetic clips. Output lengths are forced per request (`benchmark.output_tokens`: a
@@ -23,10 +23,10 @@ memory on gpu=cpu, the device's on a GPU tier), and the output positions compute
 (transformers' static batches compute finished rows until the longest is done; vLLM: 1). The ratio
 is then split in two: that padding of transformers' best row times vLLM's speed per computed position.
 After each vLLM row the same clips, decoded beforehand, go to vLLM alone in one `LLM.generate` call
-(scripts/bench_engine_only.py, same plan and forced lengths; `--no-engine-only` skips it): "job /
+(`caption-bench engine-only`, same plan and forced lengths; `--no-engine-only` skips it): "job /
 alone" is the share of the engine-only throughput the whole job reaches.
 
-Writes <out>/results.json, <out>/throughput.png and prints a markdown table; the last line is one
+Writes <out>/results.json, results.md and results.png (machine-stamped) and prints a markdown table; the last line is one
 JSON object: vllm_videos_per_s, hf_best_videos_per_s, ratio, and the settings they came from.
 """
 
@@ -34,53 +34,70 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
+import struct
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-from bench_common import MODELS, decoder_bytes, measure_bandwidth_gbs, model_dir, model_overrides, percentile
+from bench.harness import (BENCH_DATA, MODELS, bench_model, clip_set, job_env, measure_bandwidth_gbs, model_dir,
+                           percentile, run_caption, write_results)
 
-from caption.config import REPO_ROOT
-from video_io.synth.dataset import generate_dataset
+SEED = 707  # the engines' clip set (data/bench/engines-seed707-n<N>), shared with compile and cpu-runtime
+# forced output lengths of the engine benchmarks (benchmark.output_tokens), as their defaults
+DEFAULT_LENGTHS = "{median:40,sigma:0.6,min:8,max:200,seed:0}"
 
-SEED = 707
+
+def engine_clips(n: int) -> Path:
+    return clip_set("engines", n, SEED)
 
 
 def run_job(engine: str, setting: list[str], clips: Path, out: Path, common: list[str],
             threads: int | None = None, env_extra: dict | None = None) -> tuple[dict, list[dict]]:
     """One `caption` process; its summary and records. `threads`: compute threads for either engine
     (OMP_NUM_THREADS; vLLM's own binding off), else the tier's settings (conf/gpu/cpu.yaml)."""
-    out.mkdir(parents=True, exist_ok=True)
-    output = out / "records.jsonl"
-    for stale in (output, Path(f"{output}.summary.json")):
-        stale.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", f"engine={engine}",
-               "resume=false", "progress=false", "references=null", f"hydra.run.dir={out}", *common, *setting]
-    _run(command, threads, env_extra, f"{engine} {setting}")
-    records = [json.loads(line) for line in open(output, encoding="utf-8")]
-    return json.loads(Path(f"{output}.summary.json").read_text()), records
+    run = run_caption(clips, out, [*common, *setting], engine=engine, threads=threads, env=env_extra)
+    return run.summary, run.records()
 
 
 def run_engine_only(setting: list[str], clips: Path, common: list[str], threads: int | None = None) -> dict:
-    """vLLM alone on the same clips, decoded beforehand, with the job's overrides (scripts/bench_engine_only.py)."""
-    command = [sys.executable, str(Path(__file__).with_name("bench_engine_only.py")), "--clips", str(clips),
-               *common, *setting]
-    return json.loads(_run(command, threads, None, f"engine-only {setting}").strip().splitlines()[-1])
+    """vLLM alone on the same clips, decoded beforehand, with the job's overrides (`caption-bench engine-only`),
+    in a fresh process as the job's rows are."""
+    import subprocess
 
-
-def _run(command: list[str], threads: int | None, env_extra: dict | None, what: str) -> str:
-    """Run one benchmark process, in a fresh interpreter; its stdout. `threads`: OMP_NUM_THREADS and
-    vLLM's binding off, else the tier's settings."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
-        command = [*command, "gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind"]
+    env, more = job_env(threads)
+    command = [sys.executable, "-m", "bench", "engine-only", "--clips", str(clips), *common, *setting, *more]
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return proc.stdout
+        raise SystemExit(f"engine-only {setting} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                         f"{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# bytes per element: safetensors' names and torch's
+WIDTH = {"F32": 4, "BF16": 2, "F16": 2, "float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def decoder_bytes(model_path: str, compute_dtype: str | None = None) -> dict:
+    """What one decode step must read, from the checkpoint itself: the language model's weights (every
+    safetensors tensor but the vision tower's; the input embedding is a lookup, counted whole, an
+    overestimate of a few percent) and the KV cache bytes per token of context. `compute_dtype`: the
+    dtype the engine loads them in, where it differs from the checkpoint's."""
+    weights = 0
+    for file in Path(model_path).glob("*.safetensors"):
+        with open(file, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        for name, info in header.items():
+            if name != "__metadata__" and "visual" not in name:
+                start, end = info["data_offsets"]
+                stored = WIDTH.get(info["dtype"], 4)  # the engine holds them converted to compute_dtype
+                weights += (end - start) // stored * WIDTH.get(compute_dtype or "", stored)
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    text = config.get("text_config", config)
+    dtype = compute_dtype or str(text.get("dtype") or config.get("dtype") or text.get("torch_dtype") or "float32")
+    width = WIDTH.get(dtype, 4)
+    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+    kv_per_token = 2 * text["num_hidden_layers"] * text["num_key_value_heads"] * head_dim * width
+    return {"weight_bytes": weights, "kv_bytes_per_token": kv_per_token}
 
 
 def row(engine: str, setting: str, summary: dict, records: list[dict], target_s: float, model: dict,
@@ -143,56 +160,49 @@ def _f(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def print_table(rows: list[dict], hf_best: dict, target_s: float) -> None:
-    print("| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
-          f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util "
-          "| positions computed / output token | vLLM alone (videos/s) | job / alone | vs best transformers |")
-    print("|" + "---|" * 16)
+def table(rows: list[dict], hf_best: dict, target_s: float) -> list[str]:
+    lines = ["| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
+             f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util "
+             "| positions computed / output token | vLLM alone (videos/s) | job / alone | vs best transformers |",
+             "|" + "---|" * 16]
     for r in rows:
-        print(f"| {r['engine']} | {r['setting']} | {_f(r['videos_per_s'])} | {_f(r['output_tokens_per_s'], 1)} | "
-              f"{_f(r['ttft_p50_s'])} / {_f(r['ttft_p99_s'])} | {_f(r['tpot_p50_ms'], 1)} / {_f(r['tpot_p99_ms'], 1)} | "
-              f"{_f(r['video_latency_p50_s'])} / {_f(r['video_latency_p99_s'])} | {_f(r['goodput_videos_per_s'])} | "
-              f"{_f(r['peak_rss_gib'])} | {_f(r['engine_load_s'], 1)} | {r['engine_idle_fraction']:.0%} | "
-              f"{r['bandwidth_utilisation']:.1%} | {_f(r['positions_per_output_token'])} | "
-              f"{_f(r['engine_only']['videos_per_s']) if 'engine_only' in r else '-'} | "
-              f"{format(r['job_vs_engine_only'], '.0%') if 'job_vs_engine_only' in r else '-'} | "
-              f"{r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
-    print("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
+        lines.append(
+            f"| {r['engine']} | {r['setting']} | {_f(r['videos_per_s'])} | {_f(r['output_tokens_per_s'], 1)} | "
+            f"{_f(r['ttft_p50_s'])} / {_f(r['ttft_p99_s'])} | {_f(r['tpot_p50_ms'], 1)} / {_f(r['tpot_p99_ms'], 1)} | "
+            f"{_f(r['video_latency_p50_s'])} / {_f(r['video_latency_p99_s'])} | {_f(r['goodput_videos_per_s'])} | "
+            f"{_f(r['peak_rss_gib'])} | {_f(r['engine_load_s'], 1)} | {r['engine_idle_fraction']:.0%} | "
+            f"{r['bandwidth_utilisation']:.1%} | {_f(r['positions_per_output_token'])} | "
+            f"{_f(r['engine_only']['videos_per_s']) if 'engine_only' in r else '-'} | "
+            f"{format(r['job_vs_engine_only'], '.0%') if 'job_vs_engine_only' in r else '-'} | "
+            f"{r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
+    lines.append("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
     for r in rows:
         s = r["stages_s"]
-        print(f"- {r['engine']} {r['setting']}: {s['decode_wait']} / {s['processor']} / {s['engine_step']} / "
-              f"{s['write']} / {s['other']}; decoders {r['decode_cpu_s']} CPU-s; {r['engine_steps']} engine steps, "
-              f"{_f(r['steps_per_s'], 1)} steps/s, {_f(r['bytes_read_gbs'])} GB/s read")
+        lines.append(f"- {r['engine']} {r['setting']}: {s['decode_wait']} / {s['processor']} / {s['engine_step']} / "
+                     f"{s['write']} / {s['other']}; decoders {r['decode_cpu_s']} CPU-s; {r['engine_steps']} engine steps, "
+                     f"{_f(r['steps_per_s'], 1)} steps/s, {_f(r['bytes_read_gbs'])} GB/s read")
+    return lines
 
 
-def plot(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for engine, label, marker in (("hf", "transformers (batch size)", "o"), ("vllm", "vLLM (max_num_seqs)", "s")):
-        points = sorted((r["size"], r["videos_per_s"]) for r in rows if r["engine"] == engine)
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label)
-    alone = sorted((r["size"], r["engine_only"]["videos_per_s"]) for r in rows if "engine_only" in r)
-    if alone:
-        ax.plot([p[0] for p in alone], [p[1] for p in alone], linestyle="--", marker="s", color="grey",
-                label="vLLM alone (clips decoded beforehand)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size / max_num_seqs")
-    ax.set_ylabel("videos/s (whole job)")
-    import textwrap
-
-    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=8)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+def plot(rows: list[dict]):
+    def draw(fig) -> None:
+        ax = fig.add_subplot()
+        for engine, label, marker in (("hf", "transformers (batch size)", "o"), ("vllm", "vLLM (max_num_seqs)", "s")):
+            points = sorted((r["size"], r["videos_per_s"]) for r in rows if r["engine"] == engine)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label)
+        alone = sorted((r["size"], r["engine_only"]["videos_per_s"]) for r in rows if "engine_only" in r)
+        if alone:
+            ax.plot([p[0] for p in alone], [p[1] for p in alone], linestyle="--", marker="s", color="grey",
+                    label="vLLM alone (clips decoded beforehand)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size / max_num_seqs")
+        ax.set_ylabel("videos/s (whole job)")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    return draw
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", choices=MODELS, default="bench",
                     help="bench: random-weight Qwen2.5-VL for this CPU; 3b/7b: the presets' shapes (GPU machines)")
     ap.add_argument("--gpu", default="cpu", choices=("cpu", "t4", "l4", "a100", "h100"),
@@ -215,18 +225,10 @@ def main() -> int:
     ap.add_argument("--dtype", default=None, choices=("float32", "bfloat16"),
                     help="compute dtype for both engines (gpu.dtype); default: the tier's (float32 on gpu=cpu). "
                          "bfloat16 pays only on CPUs with AVX512-BF16 or AMX (grep avx512_bf16 /proc/cpuinfo)")
-    args = ap.parse_args()
 
-    out = args.out or REPO_ROOT / "data" / "bench" / f"engines-{args.model}{'' if args.gpu == 'cpu' else '-' + args.gpu}"
-    clips = REPO_ROOT / "data" / "bench" / f"engines-seed{SEED}-n{args.n}"
-    if not (clips / "references.jsonl").exists():
-        generate_dataset(clips, args.n, SEED)
-    lengths = (f"{{median:{args.median},sigma:{args.sigma},min:{args.min_tokens},max:{args.max_tokens},seed:0}}")
-    common = [*model_overrides(args.model), f"gpu={args.gpu}", f"sampling.max_new_tokens={args.max_tokens}",
-              f"benchmark.output_tokens={lengths}", *([f"gpu.dtype={args.dtype}"] if args.dtype else [])]
-    bandwidth = measure_bandwidth_gbs(device="cpu" if args.gpu == "cpu" else "cuda")
-    model = decoder_bytes(str(model_dir(args.model)), args.dtype)
 
+def measure_rows(args, clips: Path, out: Path, common: list[str], model: dict, bandwidth: float) -> list[dict]:
+    """transformers over its batch sizes, then vLLM over max_num_seqs (each followed by vLLM alone)."""
     rows = []
     for engine, sizes, key in (("hf", args.hf_batch, "engine.batch_size"), ("vllm", args.max_num_seqs, "gpu.max_num_seqs")):
         for size in sizes:
@@ -241,40 +243,52 @@ def main() -> int:
                     raise SystemExit(f"engine-only {setting} produced {alone['output_tokens']} tokens, the job "
                                      f"{rows[-1]['output_tokens']}: not the same work")
                 rows[-1].update(engine_only=alone, job_vs_engine_only=rows[-1]["videos_per_s"] / alone["videos_per_s"])
-    hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
-    vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
     if not all(r["forced_lengths_match"] for r in rows):
         raise SystemExit("some request did not get its forced length: the engines did different work")
+    return rows
+
+
+def run(args) -> int:
+    out = args.out or BENCH_DATA / f"engines-{args.model}{'' if args.gpu == 'cpu' else '-' + args.gpu}"
+    clips = engine_clips(args.n)
+    lengths = (f"{{median:{args.median},sigma:{args.sigma},min:{args.min_tokens},max:{args.max_tokens},seed:0}}")
+    common = [*bench_model(args.model), f"gpu={args.gpu}", f"sampling.max_new_tokens={args.max_tokens}",
+              f"benchmark.output_tokens={lengths}", *([f"gpu.dtype={args.dtype}"] if args.dtype else [])]
+    bandwidth = measure_bandwidth_gbs(device="cpu" if args.gpu == "cpu" else "cuda")
+    model = decoder_bytes(str(model_dir(args.model)), args.dtype)
+    rows = measure_rows(args, clips, out, common, model, bandwidth)
+    hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
+    vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
     tokens = {r["engine"] + r["setting"]: r["output_tokens"] for r in rows}
-    same_work = len(set(tokens.values())) == 1
+    split = ratio_split(vllm_best, hf_best)
 
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
              f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu={args.gpu}"
              + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else ""))
-    print(f"\n{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (a copy); "
-          f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n")
-    print_table(rows, hf_best, args.latency_target_s)
-    print(f"\nsame output tokens on every row: {same_work} ({sorted(set(tokens.values()))})")
-    split = ratio_split(vllm_best, hf_best)
-    print(f"vLLM best / transformers best = {split['ratio']:.2f}x = {split['hf_padding']:.2f} (output positions "
-          f"transformers computed per output token, {hf_best['setting']}) x {split['vllm_per_position']:.2f} "
-          f"(vLLM's output tokens/s over transformers' computed positions/s)")
-    result = {"model": args.model, "gpu": args.gpu, "clips": args.n, "threads": args.threads, "dtype": args.dtype, "bandwidth_gbs": round(bandwidth, 2), **model,
+    lines = [f"{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (a copy); "
+             f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n",
+             *table(rows, hf_best, args.latency_target_s),
+             f"\nsame output tokens on every row: {len(set(tokens.values())) == 1} ({sorted(set(tokens.values()))})",
+             f"vLLM best / transformers best = {split['ratio']:.2f}x = {split['hf_padding']:.2f} (output positions "
+             f"transformers computed per output token, {hf_best['setting']}) x {split['vllm_per_position']:.2f} "
+             f"(vLLM's output tokens/s over transformers' computed positions/s)"]
+    print("\n" + "\n".join(lines))
+    result = {"model": args.model, "gpu": args.gpu, "clips": args.n, "threads": args.threads, "dtype": args.dtype,
+              "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(rows, out / "throughput.png", title)
-    print(f"\nwrote {out / 'results.json'} and {out / 'throughput.png'}")
-    print(json.dumps({"model": args.model, "gpu": args.gpu, "clips": args.n, "dtype": args.dtype, "vllm_videos_per_s": vllm_best["videos_per_s"],
-                      "vllm_setting": vllm_best["setting"], "hf_best_videos_per_s": hf_best["videos_per_s"],
-                      "hf_best_setting": hf_best["setting"],
-                      "ratio": round(split["ratio"], 3),
-                      "hf_padding": round(split["hf_padding"], 3), "vllm_per_position": round(split["vllm_per_position"], 3),
-                      "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
-                      "vllm_job_vs_engine_only": _round(vllm_best.get("job_vs_engine_only"), 3),
-                      "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}))
+    write_results(out, "engines", result, lines, plot(rows), title)
+    print(json.dumps(headline(args, vllm_best, hf_best, split)))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def headline(args, vllm_best: dict, hf_best: dict, split: dict) -> dict:
+    """The last line printed: the two best rows, their ratio and where it comes from."""
+    return {"model": args.model, "gpu": args.gpu, "clips": args.n, "dtype": args.dtype,
+            "vllm_videos_per_s": vllm_best["videos_per_s"], "vllm_setting": vllm_best["setting"],
+            "hf_best_videos_per_s": hf_best["videos_per_s"], "hf_best_setting": hf_best["setting"],
+            "ratio": round(split["ratio"], 3),
+            "hf_padding": round(split["hf_padding"], 3), "vllm_per_position": round(split["vllm_per_position"], 3),
+            "vllm_engine_idle_fraction": vllm_best["engine_idle_fraction"],
+            "vllm_job_vs_engine_only": _round(vllm_best.get("job_vs_engine_only"), 3),
+            "vllm_engine_load_s": vllm_best["engine_load_s"], "hf_engine_load_s": hf_best["engine_load_s"]}

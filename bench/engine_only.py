@@ -1,10 +1,10 @@
 """vLLM alone on clips decoded beforehand: the throughput a whole `caption` job is held against.
 
-    python scripts/bench_engine_only.py --clips data/bench/engines-seed707-n96 -- \\
+    caption-bench engine-only --clips data/bench/engines-seed707-n96 -- \\
         hydra.searchpath=[file://$PWD/data/models/qwen2_5_vl-cpu/vidcap_preset] model=random_qwen2_5_vl_cpu \\
         gpu.max_num_seqs=32 "benchmark.output_tokens={median:40,sigma:0.6,min:8,max:200,seed:0}"
 
-scripts/bench_engines.py runs it after each vLLM row, with that row's overrides and threads, so the
+`caption-bench engines` runs it after each vLLM row, with that row's overrides and threads, so the
 two numbers come from the same clips, plan, engine settings and forced lengths. Here every clip is
 decoded first (decoder processes, as the job's), then the job's own VllmEngine is built and every
 request goes to vLLM's `LLM.generate` in one call: its scheduler has all of them from the start,
@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-from bench_common import job_config
-
+from bench.harness import job_config
 from caption.engines.base import Request
-from caption.engines.vllm_engine import VllmEngine
 from caption.prompts import build_prompt
 from video_io.crawl import crawl_videos
 from video_io.workers import DecodePool
@@ -68,11 +65,14 @@ def count_steps(llm_engine) -> dict:
     return counts
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clips", type=Path, required=True, help="the folder of clips the job ran on")
     ap.add_argument("overrides", nargs="*", help="the job's Hydra overrides (model, gpu, max_num_seqs, lengths)")
-    args = ap.parse_args()
+
+
+def run(args) -> int:
+    from caption.engines.vllm_engine import VllmEngine
+
     job = job_config(args.clips, args.overrides)
     if job.adapters:
         raise SystemExit("engine-only runs the base model: leave lora at none")
@@ -97,6 +97,3 @@ def main() -> int:
                       "engine_load_s": round(engine.load_s, 2), "max_num_seqs": job.plan.vllm["max_num_seqs"]}))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

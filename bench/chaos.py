@@ -1,11 +1,11 @@
 """Fuzz the caption job with damaged copies of good clips and count what went wrong.
 
-    PYTHONPATH=. python scripts/chaos.py --n 500 --seed 1 --out runs/chaos-500
+    caption-bench chaos --n 500 --seed 1 --out runs/chaos-500
 
 Makes N damaged copies of good clips (bit flips, truncation at random offsets, damaged MP4 box
-headers, zeroed ranges), runs the REAL job over them in a subprocess (`python -m caption
-input_dir=... output=...`, the embedded model, default engine), then prints a table and writes
-<out>/chaos.json:
+headers, zeroed ranges), runs the REAL job over them in a subprocess (bench.harness.run_caption: the
+embedded model, default engine; its files in <out>/job), then prints a table and writes
+<out>/results.json (with results.md and results.png):
 
   files       damaged files written (all of them have a video extension, so all are crawled)
   records     records in the job's output
@@ -24,25 +24,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from bench.harness import JOB_FINISHED, JobRun, bars, run_caption, write_results
+from video_io.crawl import crawl_videos
 
-from video_io.crawl import crawl_videos  # noqa: E402
-
-# exit statuses of a job that ran to its end (caption/outcome.py): 0 all ok, 3 some records are
-# errors (expected here); anything else (1 a bug with a traceback, 4 engine died, a signal) is a crash
-JOB_FINISHED = (0, 3)
+# a job that ends with a status outside JOB_FINISHED (0 all ok, 3 some records are errors, expected
+# here), e.g. 1 (a bug with a traceback), 4 (engine died) or a signal, is a crash
 KINDS = ("bitflip", "bitflip_head", "truncate", "box_header", "zero_range")
 # ISO-BMFF boxes that hold other boxes (ISO/IEC 14496-12); damage goes into their children too
 CONTAINER_BOXES = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"mvex"}
@@ -138,35 +131,16 @@ def good_clips(folder: Path | None, work: Path) -> list[Path]:
     return sorted(synth.glob("*.mp4"))
 
 
-def run_job(clips: Path, output: Path, time_limit: float, log: Path) -> dict:
-    """The real job in its own process group, so a hang can be killed whole."""
-    cmd = [sys.executable, "-m", "caption", f"input_dir={clips}", f"output={output}", "progress=false",
-           "references=null", "resume=false", f"hydra.run.dir={log.parent / 'hydra'}"]
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    started = time.perf_counter()
-    with open(log, "w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout=time_limit)
-            hung = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code, hung = proc.wait(), True
-    text = log.read_text(errors="replace")
-    return {"command": " ".join(cmd), "exit_code": code, "hung": hung, "seconds": round(time.perf_counter() - started, 1),
+def job_outcome(job: JobRun) -> dict:
+    text = job.log.read_text(errors="replace") if job.log.exists() else ""
+    code = job.exit_code
+    return {"command": " ".join(job.command), "exit_code": code, "hung": job.hung, "seconds": round(job.wall_s, 1),
             "traceback": "Traceback (most recent call last)" in text and code != 0,
-            "signal": signal.Signals(-code).name if code is not None and code < 0 and not hung else None}
+            "signal": signal.Signals(-code).name if code is not None and code < 0 and not job.hung else None}
 
 
-def tally(files: list[str], output: Path, job: dict) -> dict:
-    records = []
-    if output.exists():
-        for line in output.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # a line cut by a crash: counted as lost below
+def tally(files: list[str], records: list[dict], job: dict) -> dict:
+    """What the job made of the damaged files (`records`: its whole lines; a line a crash cut is lost)."""
     per_file = Counter(r.get("video") for r in records)
     reasons = Counter()
     for r in records:
@@ -191,44 +165,39 @@ def tally(files: list[str], output: Path, job: dict) -> dict:
     }
 
 
-def print_table(result: dict) -> None:
+def table(result: dict) -> list[str]:
     keys = ("files", "records", "crashes", "hangs", "duplicates", "lost", "ok", "errors",
             "decoder_timeouts", "decoder_crashes", "tracebacks_in_records")
-    print("| " + " | ".join(keys) + " |")
-    print("|" + "|".join("---:" for _ in keys) + "|")
-    print("| " + " | ".join(str(result[k]) for k in keys) + " |")
-    print(f"\njob: exit code {result['job']['exit_code']}, {result['job']['seconds']} s"
-          f"{', killed after the time limit' if result['job']['hung'] else ''}")
-    print("\nhow the records ended:")
-    for reason, count in result["reasons"].items():
-        print(f"  {count:5d}  {reason}")
+    lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---:" for _ in keys) + "|",
+             "| " + " | ".join(str(result[k]) for k in keys) + " |",
+             f"\njob: exit code {result['job']['exit_code']}, {result['job']['seconds']} s"
+             f"{', killed after the time limit' if result['job']['hung'] else ''}", "\nhow the records ended:"]
+    lines += [f"  {count:5d}  {reason}" for reason, count in result["reasons"].items()]
+    return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=20, help="damaged files to make")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="work folder (damaged clips, records, chaos.json)")
+    parser.add_argument("--out", type=Path, required=True, help="work folder (damaged clips, the job's files, results)")
     parser.add_argument("--good-dir", type=Path, default=None, help="good clips to damage (default: synthetic)")
     parser.add_argument("--time-limit", type=float, default=1800, help="seconds before the job counts as hung")
-    args = parser.parse_args(argv)
-    if args.n < 1:
-        parser.error("--n must be >= 1")
 
+
+def run(args) -> int:
+    if args.n < 1:
+        raise SystemExit("caption-bench chaos: --n must be >= 1")
     clips = args.out / "damaged"
     if clips.exists():
         shutil.rmtree(clips)
     made = make_damaged(good_clips(args.good_dir, args.out), clips, args.n, args.seed)
-    output = args.out / "captions.jsonl"
-    output.unlink(missing_ok=True)
-    job = run_job(clips, output, args.time_limit, args.out / "job.log")
-    result = tally(sorted(made), output, job)
+    job = run_caption(clips, args.out / "job", time_limit_s=args.time_limit, check=False)
+    result = tally(sorted(made), job.records(), job_outcome(job))
     result["damage"] = made
-    (args.out / "chaos.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
-    print_table(result)
-    print(f"\nwrote {args.out / 'chaos.json'} (job log: {args.out / 'job.log'})")
+    lines = table(result)
+    print("\n".join(lines))
+    print(f"(job log: {job.log})")
+    write_results(args.out, "chaos", result, ["```", *lines, "```"],
+                  bars(list(result["reasons"]), {"records": list(result["reasons"].values())}, "records"),
+                  f"{args.n} damaged clips (seed {args.seed})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

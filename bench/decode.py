@@ -1,6 +1,6 @@
 """Seconds per clip of decoding 8 frames, per seek mode, on real-size footage, one core.
 
-    taskset -c 1 env PYTHONPATH=. python scripts/bench_decode.py --out data/bench_decode [--repeat 3]
+    taskset -c 1 caption-bench decode --out data/bench_decode [--repeat 3]
 
 Makes (once, kept in --out) the clips issue 12 names with the footage generator
 (video_io/synth/footage.py): 1080p H.264 20 s with a 2-s GOP and with a 250-frame GOP, 1080x1920
@@ -14,7 +14,7 @@ Review-page thumbnails (caption-report) of the frames the default mode sampled, 
 default size: PyAV from the keyframe before each frame (video_io/pyav_frames.py frames_at, the
 default), against the two routes the report took before it: decord (H.264) and PyAV decoding the
 clip from its start (other codecs).
-Writes <out>/bench_decode.json and .png; the last line printed is the JSON.
+Writes <out>/results.json, results.md and results.png; the last line printed is a JSON summary.
 """
 
 from __future__ import annotations
@@ -28,14 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
-
-from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip  # noqa: E402
-from video_io.pyav_frames import decode_wanted, packet_index  # noqa: E402
-from video_io.thumbnails import read_frames, thumbnail_size  # noqa: E402
-
-from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # noqa: E402  (caption-report's --thumb-size)
+from bench.harness import write_results
+from caption.config import REPO_ROOT
+from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
+from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip
+from video_io.pyav_frames import decode_wanted, packet_index
+from video_io.thumbnails import read_frames, thumbnail_size
 
 CLIPS = {  # name: footage generator arguments
     "1080p_h264_20s_gop2s": ["--size", "1920x1080", "--seconds", "20", "--fps", "30", "--codec", "h264",
@@ -106,82 +104,84 @@ def thumbnail_seconds(path: Path, indices: list[int], repeat: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "bench_decode")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clips", default=",".join(CLIPS), help="comma-separated subset of " + ", ".join(CLIPS))
     parser.add_argument("--backend", choices=["auto", "nvdec"], default="auto",
                         help="nvdec: decode on the GPU (video_io/nvdec.py); cpu_s_per_clip then says what the CPU spent")
-    args = parser.parse_args(argv)
-    if args.backend == "nvdec":
-        from video_io.nvdec import unavailable_reason
 
-        if (reason := unavailable_reason()) is not None:
-            parser.error(f"--backend nvdec: FFmpeg could not open a CUDA device here ({reason})")
-    cores = len(os.sched_getaffinity(0))
-    rows = []
-    for name in args.clips.split(","):
-        path = make_clip(args.out, name)
-        row = {"clip": name, "file": path.name, "cores": cores}
-        for seek in SEEK_MODES:
-            spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek, backend=args.backend)
-            best, cpu, clip = float("inf"), float("inf"), None
-            for _ in range(args.repeat):
-                started = time.process_time()  # this process's CPU time, every thread (FFmpeg's, the driver's)
-                clip = decode_clip(str(path), spec)
-                cpu = min(cpu, time.process_time() - started)
-                best = min(best, clip.decode_seconds)
-            row[seek] = {"s_per_clip": round(best, 4), "core_s_per_clip": round(best * cores, 4),
-                         "cpu_s_per_clip": round(cpu, 4), "used": clip.seek, "backend": clip.backend,
-                         "indices": clip.indices, "times": clip.times}
-        row["thumbnails_s"] = thumbnail_seconds(path, row["auto"]["indices"], args.repeat)
-        row["ffmpeg_full_s"] = ffmpeg_seconds(path, False, args.repeat)
-        row["ffmpeg_keyframes_s"] = ffmpeg_seconds(path, True, args.repeat)
-        rows.append(row)
-        print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s cpu {row[m]['cpu_s_per_clip']:.3f}s"
-                                          f"({row[m]['used']},{row[m]['backend']})"
-                                          for m in SEEK_MODES)
-              + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}"
-              + f"  thumbnails {row['thumbnails_s']}", flush=True)
-    print(f"\n| clip ({args.backend}) | cores | auto s/clip (CPU s) | keyframe s/clip (CPU s) | exact s/clip (CPU s) "
-          f"| ffmpeg full | ffmpeg keyframes |")
-    print("|---|---|---|---|---|---|---|")
+
+def measure_clip(name: str, args, cores: int) -> dict:
+    """One clip: every seek mode (best of --repeat), the review page's thumbnails, ffmpeg for reference."""
+    path = make_clip(args.out, name)
+    row = {"clip": name, "file": path.name, "cores": cores}
+    for seek in SEEK_MODES:
+        spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek, backend=args.backend)
+        best, cpu, clip = float("inf"), float("inf"), None
+        for _ in range(args.repeat):
+            started = time.process_time()  # this process's CPU time, every thread (FFmpeg's, the driver's)
+            clip = decode_clip(str(path), spec)
+            cpu = min(cpu, time.process_time() - started)
+            best = min(best, clip.decode_seconds)
+        row[seek] = {"s_per_clip": round(best, 4), "core_s_per_clip": round(best * cores, 4),
+                     "cpu_s_per_clip": round(cpu, 4), "used": clip.seek, "backend": clip.backend,
+                     "indices": clip.indices, "times": clip.times}
+    row["thumbnails_s"] = thumbnail_seconds(path, row["auto"]["indices"], args.repeat)
+    row["ffmpeg_full_s"] = ffmpeg_seconds(path, False, args.repeat)
+    row["ffmpeg_keyframes_s"] = ffmpeg_seconds(path, True, args.repeat)
+    print(f"{name:26s} " + "  ".join(f"{m}={row[m]['s_per_clip']:.3f}s cpu {row[m]['cpu_s_per_clip']:.3f}s"
+                                      f"({row[m]['used']},{row[m]['backend']})"
+                                      for m in SEEK_MODES)
+          + f"  ffmpeg full={row['ffmpeg_full_s']} keyframes={row['ffmpeg_keyframes_s']}"
+          + f"  thumbnails {row['thumbnails_s']}", flush=True)
+    return row
+
+
+def tables(rows: list[dict], backend: str) -> list[str]:
+    lines = [f"| clip ({backend}) | cores | auto s/clip (CPU s) | keyframe s/clip (CPU s) | exact s/clip (CPU s) "
+             f"| ffmpeg full | ffmpeg keyframes |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         ff = [f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("ffmpeg_full_s", "ffmpeg_keyframes_s")]
         cells = [f"{r[m]['s_per_clip']:.3f} ({r[m]['cpu_s_per_clip']:.3f})" for m in ("auto", "keyframe", "exact")]
-        print(f"| {r['clip']} | {r['cores']} | {cells[0]} {r['auto']['used']} | {cells[1]} | {cells[2]} | "
-              f"{ff[0]} | {ff[1]} |")
-    print(f"\n| clip | thumbnails, PyAV from keyframes (now) | decord | PyAV from the start | decord / now "
-          f"| from start / now |")
-    print("|---|---|---|---|---|---|")
+        lines.append(f"| {r['clip']} | {r['cores']} | {cells[0]} {r['auto']['used']} | {cells[1]} | {cells[2]} | "
+                     f"{ff[0]} | {ff[1]} |")
+    lines += ["", "| clip | thumbnails, PyAV from keyframes (now) | decord | PyAV from the start | decord / now "
+              "| from start / now |", "|---|---|---|---|---|---|"]
     for r in rows:
         t = r["thumbnails_s"]
-        print(f"| {r['clip']} | {t['pyav_seek']:.3f} | {t['decord']:.3f} | {t['pyav_from_start']:.3f} | "
-              f"{t['decord'] / t['pyav_seek']:.2f}x | {t['pyav_from_start'] / t['pyav_seek']:.2f}x |")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_decode.json").write_text(json.dumps(rows, indent=1))
-    try:
-        import matplotlib
+        lines.append(f"| {r['clip']} | {t['pyav_seek']:.3f} | {t['decord']:.3f} | {t['pyav_from_start']:.3f} | "
+                     f"{t['decord'] / t['pyav_seek']:.2f}x | {t['pyav_from_start'] / t['pyav_seek']:.2f}x |")
+    return lines
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(8, 4))
+def plot(rows: list[dict], cores: int):
+    def draw(fig) -> None:
+        ax = fig.add_subplot()
         for k, seek in enumerate(SEEK_MODES):
             ax.bar([i + 0.27 * k for i in range(len(rows))], [r[seek]["s_per_clip"] for r in rows], 0.27, label=seek)
         ax.set_xticks([i + 0.27 for i in range(len(rows))], [r["clip"] for r in rows], fontsize=7)
         ax.set_ylabel(f"seconds per clip ({cores} core)")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.out / "bench_decode.png", dpi=120)
-    except ImportError:
-        print("matplotlib missing: no PNG")
+    return draw
+
+
+def run(args) -> int:
+    if args.backend == "nvdec":
+        from video_io.nvdec import unavailable_reason
+
+        if (reason := unavailable_reason()) is not None:
+            print(f"caption-bench decode: --backend nvdec: FFmpeg could not open a CUDA device here ({reason})",
+                  file=sys.stderr)
+            return 2
+    cores = len(os.sched_getaffinity(0))
+    rows = [measure_clip(name, args, cores) for name in args.clips.split(",")]
+    lines = tables(rows, args.backend)
+    print("\n" + "\n".join(lines))
+    write_results(args.out, "decode", {"backend": args.backend, "repeat": args.repeat, "rows": rows}, lines,
+                  plot(rows, cores), f"decoding 8 frames per clip, backend={args.backend}, {cores} core(s)",
+                  figsize=(8, 4))
     print(json.dumps({"clips": {r["clip"]: {**{m: r[m]["s_per_clip"] for m in SEEK_MODES},
                                             "thumbnails": r["thumbnails_s"]} for r in rows},
                       "cores": cores}))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

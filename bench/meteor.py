@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Benchmark METEOR on Korean captions: start-up, tokenize, score, segments/s.
 
-    PYTHONPATH=. python scripts/bench_meteor.py [--n 1000] [--refs 3] [--seed 0]
+    caption-bench meteor [--n 1000] [--refs 3] [--seed 0]
 
 Builds N synthetic Korean background-video captions (two clauses, 15-30
 morphemes) each with REFS references describing the same scene in other
@@ -9,7 +8,8 @@ words, then measures in one run: Kiwi start-up, tokenization of all texts
 (one batch), METEOR scoring (segments + corpus), and the total after start-up.
 Wall and CPU seconds are both shown: Kiwi analyses a batch on 2 threads, so
 on an otherwise idle machine wall < CPU for tokenization; on a busy machine
-the CPU column is the steadier number.
+the CPU column is the steadier number. Writes <out>/results.json, results.md and
+results.png.
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import argparse
 import os
 import platform
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from eval.meteor import Scorer  # noqa: E402
-from eval.tokenize_ko import KiwiTokenizer  # noqa: E402
+from bench.harness import BENCH_DATA, bars, write_results
+from eval.meteor import Scorer
+from eval.tokenize_ko import KiwiTokenizer
 
 SUBJECTS = [["남자가", "한 남성이", "남자 한 명이"], ["여자가", "한 여성이", "젊은 여자가"],
             ["아이들이", "어린이들이", "꼬마들이"], ["강아지가", "개 한 마리가", "작은 강아지가"],
@@ -74,27 +72,28 @@ def _kiwi_version() -> str:
         return "?"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--n", type=int, default=1000, help="segments (default 1000)")
     ap.add_argument("--refs", type=int, default=3, help="references per segment (default 3)")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", type=Path, default=BENCH_DATA / "meteor")
 
-    preds, refs = make_data(args.n, args.refs, args.seed)
-    n_texts = len(preds) + sum(len(r) for r in refs)
 
-    clock = lambda: (time.perf_counter(), time.process_time())  # noqa: E731
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
 
-    def since(start):
-        now = clock()
-        return now[0] - start[0], now[1] - start[1]
 
+def since(start: tuple[float, float]) -> tuple[float, float]:
+    now = clock()
+    return now[0] - start[0], now[1] - start[1]
+
+
+def measure(preds: list[str], refs: list[list[str]]) -> dict:
+    """Wall and CPU seconds of Kiwi's start-up, of tokenizing every text, and of scoring; the result."""
     t = clock()
     tok = KiwiTokenizer()
     tok.load()
     load = since(t)
-
     scorer = Scorer(tokenizer=tok)  # the code path of meteor_score / caption-meteor
     t = clock()
     hyp_toks, ref_toks = scorer.tokenize(preds, refs)
@@ -102,11 +101,18 @@ def main(argv=None) -> int:
     t = clock()
     result = scorer.corpus(hyp_toks, ref_toks)
     scored = since(t)
-
     n_morph = sum(map(len, hyp_toks)) + sum(len(x) for r in ref_toks for x in r)
+    return {"load": load, "tokenize": tokd, "score": scored, "result": result, "morphemes": n_morph}
+
+
+def run(args) -> int:
+    preds, refs = make_data(args.n, args.refs, args.seed)
+    n_texts = len(preds) + sum(len(r) for r in refs)
+    m = measure(preds, refs)
+    tokd, scored, result = m["tokenize"], m["score"], m["result"]
     total = (tokd[0] + scored[0], tokd[1] + scored[1])
     rows = [
-        ("start-up (load Kiwi)", load, "", ""),
+        ("start-up (load Kiwi)", m["load"], "", ""),
         ("tokenize", tokd, f"{n_texts} texts", f"{n_texts / tokd[0]:,.0f} texts/s"),
         ("score (METEOR)", scored, f"{args.n} segments", f"{args.n / scored[0]:,.0f} segments/s"),
         ("total after start-up", total, f"{args.n} segments", f"{args.n / total[0]:,.0f} segments/s"),
@@ -115,16 +121,18 @@ def main(argv=None) -> int:
         load_avg = " load average %.1f," % os.getloadavg()[0]
     except OSError:
         load_avg = ""
-    print(f"METEOR benchmark: {args.n} Korean segments x {args.refs} references, "
-          f"{n_morph / n_texts:.1f} morphemes/text; python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs,{load_avg} kiwipiepy {_kiwi_version()}")
-    print(f"{'stage':<22} {'wall s':>7} {'cpu s':>7}  {'items':<14} {'rate (wall)':>18}")
-    for name, (wall, cpu), items, rate in rows:
-        print(f"{name:<22} {wall:>7.3f} {cpu:>7.3f}  {items:<14} {rate:>18}")
-    print(f"corpus METEOR {result.score:.4f}, mean segment METEOR "
-          f"{sum(result.segment_scores) / len(result.segments):.4f}")
+    title = (f"METEOR benchmark: {args.n} Korean segments x {args.refs} references, "
+             f"{m['morphemes'] / n_texts:.1f} morphemes/text; python {platform.python_version()}, "
+             f"{os.cpu_count()} CPUs,{load_avg} kiwipiepy {_kiwi_version()}")
+    lines = [title, f"{'stage':<22} {'wall s':>7} {'cpu s':>7}  {'items':<14} {'rate (wall)':>18}"]
+    lines += [f"{name:<22} {wall:>7.3f} {cpu:>7.3f}  {items:<14} {rate:>18}" for name, (wall, cpu), items, rate in rows]
+    lines.append(f"corpus METEOR {result.score:.4f}, mean segment METEOR "
+                 f"{sum(result.segment_scores) / len(result.segments):.4f}")
+    print("\n".join(lines))
+    keys = ("stage", "wall_s", "cpu_s", "items", "rate")
+    write_results(args.out, "meteor", {"n": args.n, "refs": args.refs, "seed": args.seed, "corpus_meteor": result.score,
+                                       "rows": [dict(zip(keys, (n, w, c, i, r))) for n, (w, c), i, r in rows]},
+                  ["```", *lines, "```"],
+                  bars([r[0] for r in rows], {"wall s": [r[1][0] for r in rows], "cpu s": [r[1][1] for r in rows]},
+                       "seconds"), f"METEOR on {args.n} Korean segments x {args.refs} references")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
