@@ -1,7 +1,7 @@
 """Score the embedded captioner on a held-out synthetic set, through the whole pipeline.
 
-    python scripts/eval_toy.py                       # 200 held-out clips, ~2 min on 2 cores
-    python scripts/eval_toy.py --n 60 --engine hf    # quicker, on the transformers engine
+    python -m training.eval_toy                       # 200 held-out clips, ~2 min on 2 cores
+    python -m training.eval_toy --n 60 --engine hf    # quicker, on the transformers engine
 
 Runs the real caption job (crawl, decoding in worker processes with video.seek=--seek, prompt, engine, JSONL
 records) three times: on the frames as they are, on only the first frame repeated, and on the
@@ -21,9 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
-from caption.config import CONF_DIR, REPO_ROOT
+from bench.harness import HELD_OUT_SEED, compose_config
+from caption.config import REPO_ROOT
 from caption.planning import load_planned_job
 from caption.engines import build_engine
 from caption.job import run_job
@@ -32,14 +31,8 @@ from video_io.synth.attributes import ClipAttributes
 from video_io.synth.captions_ko import parse_attributes
 from video_io.synth.dataset import generate_dataset
 
-HELD_OUT_SEED = 303  # never used in training (101) or in training-time evaluation (202)
 ATTRIBUTES = ("scene", "time", "weather", "object", "direction", "speed")
 ABLATIONS = ("none", "first_frame", "reverse")
-
-
-def _compose(overrides):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 def score(records_path: Path, references: dict[str, dict]) -> dict:
@@ -86,13 +79,13 @@ def main() -> int:
             f"video.seek={args.seek}", "overwrite=true"]  # its own outputs: a rerun starts afresh
     if args.model_path:
         base.append(f"model.path={args.model_path}")
-    job = load_planned_job(_compose(base + [f"output={folder / 'unused.jsonl'}"]))
+    job = load_planned_job(compose_config(base + [f"output={folder / 'unused.jsonl'}"]))
     engine = build_engine(job.engine_spec)  # one engine for all runs
     rows = {}
     try:
         for ablation in ABLATIONS:
             out = folder / f"captions-{args.engine}-{args.seek}-{ablation}.jsonl"
-            run_job(_compose(base + [f"output={out}", f"video.ablation={ablation}"]), engine=engine)
+            run_job(compose_config(base + [f"output={out}", f"video.ablation={ablation}"]), engine=engine)
             rows[ablation] = score(out, references)
     finally:
         engine.close()

@@ -1,4 +1,4 @@
-"""Test cases for the METEOR golden files (used by make_meteor_golden.py).
+"""Test cases for the METEOR golden files (used by tools/make_meteor_golden.py).
 
 Every case is (hypothesis, [references]) of already-tokenized text (tokens
 separated by single spaces).  Cases are grouped; each group is also scored as

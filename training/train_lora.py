@@ -1,7 +1,7 @@
 """Train the "detailed" Korean caption LoRA adapter for the embedded model, with peft.
 
-    python scripts/train_lora.py                      # ~10 min on 2 cores
-    python scripts/train_lora.py --steps 20 --train-clips 128 --out /tmp/lora   # smoke run
+    python -m training.train_lora                      # ~10 min on 2 cores
+    python -m training.train_lora --steps 20 --train-clips 128 --out /tmp/lora   # smoke run
 
 Same prompt as the base model's caption task; the adapter changes what the model says: several
 sentences naming the scene and time, the sky and weather, and where the object comes from and
@@ -22,14 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_toy import (Batcher, decode_and_preprocess, greedy_captions, make_split,  # noqa: E402
-                       synth_version)
-
-from caption.config import REPO_ROOT  # noqa: E402
-from families.qwen2_5_vl import transformers_fix  # noqa: E402
-from eval.meteor import meteor_score  # noqa: E402
-from video_io.synth.captions_ko import detailed_caption  # noqa: E402
+from caption.config import REPO_ROOT
+from eval.meteor import meteor_score
+from families.qwen2_5_vl import transformers_fix
+from training.train_toy import Batcher, decode_and_preprocess, greedy_captions, make_split, synth_version
+from video_io.synth.captions_ko import detailed_caption
 
 LORA_TRAIN_SEED, LORA_EVAL_SEED = 111, 212
 # the language model's linear layers (vision tower blocks use other names: qkv, proj)

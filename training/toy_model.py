@@ -4,7 +4,9 @@ The result is a folder that transformers (`AutoProcessor`, `AutoModelForImageTex
 vLLM load exactly like a real Qwen2.5-VL checkpoint: same architecture class, same tokenizer
 class and special tokens, same processor classes, a ChatML chat template.
 
-Used by scripts/train_toy.py; not imported by the pipeline.
+Used by training/train_toy.py; not imported by the pipeline.
+
+    python -m training.toy_model /tmp/vidcap-ko-untrained   # an untrained folder, to inspect its layout
 """
 
 from __future__ import annotations

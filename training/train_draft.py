@@ -1,7 +1,7 @@
 """Train the text-only draft model for speculative decoding with the embedded captioner.
 
-    python scripts/train_draft.py                 # ~3 min on 2 cores (600 steps)
-    python scripts/train_draft.py --steps 20 --out /tmp/draft   # smoke run
+    python -m training.train_draft                 # ~3 min on 2 cores (600 steps)
+    python -m training.train_draft --steps 20 --out /tmp/draft   # smoke run
 
 vLLM 0.32 refuses a vision-language draft ("does not support M-RoPE yet") but takes a text-only
 causal LM that shares the target's tokenizer: the real-world pairing is Qwen2.5-0.5B-Instruct
