@@ -1,0 +1,150 @@
+"""Everything the README lists for a GPU machine, in one go, into one report (needs an NVIDIA GPU).
+
+    caption-bench gpu                      # the tier nvidia-smi's card is; report in data/bench/gpu
+    caption-bench gpu --tier h100 --skip engines
+
+On a machine with an NVIDIA GPU, runs in turn (each step in its own process; a step that fails is
+reported and the next one runs):
+
+  nvdec-test        python -m pytest -q tests/video_io/test_nvdec.py: NVDEC gives software's frames
+  decode            caption-bench decode on this machine's cores, then with --backend nvdec
+  engines           the 7B engine comparison: caption-bench engines --model 7b --gpu <tier>
+                    --hf-batch 16 32 --max-num-seqs 32 64 128
+  rehearsal         the four tiers rehearsed on the one big card (gpu.cap_to_tier=true: memory capped to
+                    each tier's, the speed is the big card's): the `caption` job with the 7B shape on
+                    gpu=t4, a100, h100, and gpu=l4 with quant=none (auto picks AWQ there, which random
+                    weights do not come in)
+  nvdec-job         the whole job on gpu=<tier> with video.backend=auto, then nvdec: engine idle fraction
+                    and decode seconds per clip, software against NVDEC
+
+The report (<out>/results.json, results.md, results.png) holds every step's exit status, time and
+numbers, each step's own report beneath. Without a GPU (nvidia-smi lists none) it stops at once,
+saying so, with exit status 2. CUDA is never started in this process (quant/devices.py says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.engines import DEFAULT_LENGTHS, engine_clips
+from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, job_env, run_caption, write_results
+from quant.devices import detect_devices
+
+STEPS = ("nvdec-test", "decode", "engines", "rehearsal", "nvdec-job")
+TIERS = ("t4", "l4", "a100", "h100")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--tier", choices=TIERS, default=None,
+                    help="the tier the engine comparison and the NVDEC job run as (default: the card's, as gpu=auto picks)")
+    ap.add_argument("--n", type=int, default=96, help="clips of the engine comparison and the job runs")
+    ap.add_argument("--skip", nargs="+", default=[], choices=STEPS, help="steps to leave out")
+    ap.add_argument("--out", type=Path, default=BENCH_DATA / "gpu")
+
+
+def no_gpu_reason() -> str | None:
+    """None where nvidia-smi lists a GPU; else one line saying there is none."""
+    if detect_devices():
+        return None
+    return "caption-bench gpu: no NVIDIA GPU here (nvidia-smi is missing or lists none); run it on a GPU machine"
+
+
+def detected_tier() -> str:
+    from quant import presets
+    from quant.devices import pick_tier
+
+    name, why = pick_tier(detect_devices(), {t: presets.load("gpu", t) for t in presets.tiers()})
+    print(f"tier {name}: {why}", file=sys.stderr)
+    return name
+
+
+def run_step(name: str, command: list[str], out: Path) -> dict:
+    """One step in its own process, its output in <out>/<name>.log; how it ended."""
+    print(f"running {name}: {' '.join(command)}", file=sys.stderr, flush=True)
+    env, _ = job_env()
+    started = time.perf_counter()
+    with open(out / f"{name}.log", "w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT).returncode
+    return {"step": name, "command": " ".join(command), "exit_code": code, "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def bench_step(name: str, arguments: list[str], out: Path) -> dict:
+    """`caption-bench <arguments> --out <out>/<name>`, with that step's results.json read back."""
+    step = run_step(name, [sys.executable, "-m", "bench", *arguments, "--out", str(out / name)], out)
+    results = out / name / "results.json"
+    step["results"] = json.loads(results.read_text()) if step["exit_code"] == 0 and results.exists() else None
+    return step
+
+
+def job_step(name: str, clips: Path, out: Path, overrides: list[str]) -> dict:
+    """The real `caption` job on the engines' clips with the 7B shape; its headline numbers."""
+    print(f"running {name}: caption {' '.join(overrides)}", file=sys.stderr, flush=True)
+    job = run_caption(clips, out / name, overrides, check=False)
+    s = job.summary or {}
+    return {"step": name, "command": " ".join(job.command), "exit_code": job.exit_code, "wall_s": round(job.wall_s, 1),
+            "videos_per_s": s.get("videos_per_s"), "output_tokens_per_s": s.get("output_tokens_per_s"),
+            "engine_idle_fraction": s.get("engine_idle_fraction"), "peak_rss_gib": s.get("peak_rss_gib"),
+            "decode_s_total": s.get("decode_s_total"), "engine": s.get("engine"), "summary": s or None}
+
+
+def run_steps(args, tier: str) -> list[dict]:
+    out, skip, steps = args.out, set(args.skip), []
+    if "nvdec-test" not in skip:
+        steps.append(run_step("nvdec-test", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                             str(REPO_ROOT / "tests" / "video_io" / "test_nvdec.py")], out))
+    if "decode" not in skip:
+        steps.append(bench_step("decode-cpu", ["decode"], out))
+        steps.append(bench_step("decode-nvdec", ["decode", "--backend", "nvdec"], out))
+    if "engines" not in skip:
+        steps.append(bench_step("engines-7b", ["engines", "--model", "7b", "--gpu", tier, "--n", str(args.n),
+                                               "--hf-batch", "16", "32", "--max-num-seqs", "32", "64", "128"], out))
+    if skip >= {"rehearsal", "nvdec-job"}:
+        return steps
+    clips = engine_clips(args.n)
+    common = [*bench_model("7b"), "sampling.max_new_tokens=200", f"benchmark.output_tokens={DEFAULT_LENGTHS}",
+              "gpu.cap_to_tier=true"]
+    if "rehearsal" not in skip:
+        for rehearsed in TIERS:
+            steps.append(job_step(f"rehearsal-{rehearsed}", clips, out,
+                                  [*common, f"gpu={rehearsed}", *(["quant=none"] if rehearsed == "l4" else [])]))
+    if "nvdec-job" not in skip:
+        for backend in ("auto", "nvdec"):
+            steps.append(job_step(f"job-{backend}", clips, out, [*common, f"gpu={tier}", f"video.backend={backend}"]))
+    return steps
+
+
+def report(steps: list[dict], out: Path) -> list[str]:
+    lines = ["| step | exit | wall (s) | videos/s | engine idle | peak RSS (GiB) |", "|---|---|---|---|---|---|"]
+    for s in steps:
+        idle = s.get("engine_idle_fraction")
+        lines.append(f"| {s['step']} | {s['exit_code']} | {s['wall_s']} | {s.get('videos_per_s') or '-'} | "
+                     f"{'-' if idle is None else format(idle, '.0%')} | {s.get('peak_rss_gib') or '-'} |")
+    for s in steps:
+        own = out / s["step"] / "results.md"
+        if s.get("results") is not None and own.exists():
+            lines += ["", f"## {s['step']}", "", *own.read_text(encoding="utf-8").splitlines()[2:]]
+        elif s["exit_code"] != 0:
+            lines += ["", f"## {s['step']}: failed ({s['exit_code']}), see {s['step']}.log or {s['step']}/job.log"]
+    return lines
+
+
+def run(args) -> int:
+    reason = no_gpu_reason()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 2
+    tier = args.tier or detected_tier()
+    args.out.mkdir(parents=True, exist_ok=True)
+    steps = run_steps(args, tier)
+    lines = report(steps, args.out)
+    print("\n" + "\n".join(lines))
+    jobs = [s for s in steps if "videos_per_s" in s]
+    write_results(args.out, "gpu", {"tier": tier, "clips": args.n, "steps": steps}, lines,
+                  bars([s["step"] for s in jobs], {"videos/s": [s["videos_per_s"] for s in jobs]}, "videos/s (whole job)")
+                  if jobs else None, f"the README's GPU checks on one card, as tier {tier}")
+    return 0 if all(s["exit_code"] == 0 for s in steps) else 1
