@@ -1,0 +1,85 @@
+"""caption-bench: its help lists every benchmark; the harness runs the real `caption` job and writes
+results stamped with the machine; `caption-bench gpu` without a GPU stops at once, in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from bench.cli import BENCHMARKS
+from caption.config import REPO_ROOT
+
+ENV = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
+                    "HF_HUB_OFFLINE": "1"}
+
+
+def test_caption_bench_is_an_installed_command_over_the_bench_package():
+    meta = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["scripts"]["caption-bench"] == "bench.cli:main"
+    assert "bench*" in meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert not (REPO_ROOT / "scripts").exists(), "benchmarks live in bench/, training in training/, tools in tools/"
+
+
+def test_help_lists_every_benchmark_with_its_one_line_description():
+    run = subprocess.run([sys.executable, "-m", "bench", "--help"], capture_output=True, text=True, env=ENV, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: caption-bench")
+    help_text = " ".join(run.stdout.split())
+    for name, module in BENCHMARKS.items():
+        first_words = " ".join(module.__doc__.split()[:4])
+        assert f" {name} " in help_text and first_words in help_text, name
+    for cited in ("engines", "decode", "memory", "runners", "prefix", "spec", "quant", "sampling", "lora", "meteor",
+                  "compile", "cpu-runtime", "chaos", "scaleout", "decode-memory", "installers", "gpu"):
+        assert cited in BENCHMARKS
+
+
+def test_the_caption_job_runs_in_the_harness_alone():
+    """"Run `caption` in a subprocess and read its summary" is one function (bench.harness.run_caption)."""
+    copies = [path.name for path in (REPO_ROOT / "bench").glob("*.py")
+              if '"-m", "caption"' in path.read_text(encoding="utf-8")]
+    assert copies == ["harness.py"]
+
+
+@pytest.mark.slow
+def test_the_harness_runs_the_real_job_and_writes_stamped_results(tmp_path, synth_dir):
+    from PIL import Image
+
+    from bench.harness import bars, run_caption, write_results
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", clips)
+    job = run_caption(clips, tmp_path / "job", engine="hf")
+    assert job.exit_code == 0 and not job.hung and job.wall_s > 0
+    assert job.summary["videos_run"] == 2 and job.summary["engine"] == "hf" and job.peak_rss_gib > 0
+    assert [r["status"] for r in job.records()] == ["ok", "ok"]
+
+    lines = ["| engine | videos/s |", "|---|---|", f"| hf | {job.summary['videos_per_s']} |"]
+    stamp = write_results(tmp_path / "out", "test", {"summary": job.summary}, lines,
+                          bars(["hf"], {"videos/s": [job.summary["videos_per_s"]]}, "videos/s"), "two clips")
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert result["benchmark"] == "test" and result["summary"]["videos_run"] == 2 and result["machine"] == stamp
+    assert set(stamp) >= {"cpu_model", "cores", "memory_bandwidth_gbs", "load_average", "git_commit", "date_utc"}
+    assert stamp["cpu_model"] and stamp["cores"] >= 1 and stamp["memory_bandwidth_gbs"] > 0
+    assert len(stamp["git_commit"]) >= 40 and stamp["date_utc"].endswith("Z")
+    markdown = (tmp_path / "out" / "results.md").read_text()
+    assert "| hf |" in markdown and stamp["cpu_model"] in markdown and stamp["git_commit"][:12] in markdown
+    with Image.open(tmp_path / "out" / "results.png") as png:
+        assert png.format == "PNG" and png.size[0] > 100 and png.size[1] > 100
+
+
+def test_gpu_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
+    no_gpu = ENV | {"PATH": str(tmp_path)}  # no nvidia-smi on it, whatever this machine has
+    run = subprocess.run([sys.executable, "-m", "bench", "gpu", "--out", str(tmp_path / "report")],
+                         capture_output=True, text=True, env=no_gpu, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
+    assert "no NVIDIA GPU" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "report").exists()
