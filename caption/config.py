@@ -314,7 +314,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
         draft = Path(str(spec.get("model") or ""))
         if not (draft / "config.json").is_file():
             raise ConfigError(f"`spec.model={spec.get('model')}` is not a model folder; point it at a draft model "
-                              "that shares the target's tokenizer (scripts/train_draft.py makes one)")
+                              "that shares the target's tokenizer (python -m training.train_draft makes one)")
         target = Path(model_path) / "tokenizer.json"
         if target.is_file() and (draft / "tokenizer.json").read_bytes() != target.read_bytes():
             raise ConfigError(f"draft model {draft} has a different tokenizer from the target model: speculative "

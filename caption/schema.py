@@ -34,7 +34,7 @@ class BenchmarkSchema:
     # Any, not Optional[Dict]: OmegaConf 2.3 cannot merge a mapping override into a typed dict that is
     # None (AttributeError in dictconfig._get_node); ForcedLengths.from_config checks the value instead
     output_tokens: Any = option(
-        None, "engine benchmarks only (scripts/bench_engines.py): null, the model stops where it likes; "
+        None, "engine benchmarks only (caption-bench engines): null, the model stops where it likes; "
               "{median: 40, sigma: 0.6, min: 8, max: 200, seed: 0}: every request generates exactly n tokens, "
               "n drawn from a log-normal by (seed, video, task, adapter), the same on every engine "
               "(caption/forced_lengths.py); needs sampling.max_new_tokens >= max")

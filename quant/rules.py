@@ -201,7 +201,7 @@ def plan_dtype(model: dict, tier: Tier, quant: QuantChoice, engine: str) -> tupl
     """The dtype the engine should load and compute in, with warnings when it differs from the tier's."""
     dtype, warnings = tier.dtype, []
     if dtype == "auto":  # the cpu tier: a bf16 checkpoint in bf16 where the CPU has bf16 arithmetic
-        # (scripts/bench_engines.py --dtype: vLLM 1.7x, transformers 1.4x faster than float32 on the bench model)
+        # (caption-bench engines --dtype: vLLM 1.7x, transformers 1.4x faster than float32 on the bench model)
         native = model.get("dtype") == "bfloat16" and tier.supports_bf16
         dtype = "bfloat16" if native else "float32"
         if model.get("dtype") == "bfloat16" and not native and quant.method == "none":
