@@ -161,13 +161,14 @@ def job_config(clips: Path, overrides: list[str]):
                                             *overrides]))
 
 
-def clip_set(name: str, n: int, seed: int, root: Path = BENCH_DATA) -> Path:
-    """<root>/<name>-seed<seed>-n<n>: n synthetic clips (caption-synth's, with references.jsonl), made once."""
-    from video_io.synth.dataset import generate_dataset
+def clip_set(name: str, n: int, seed: int, root: Path = BENCH_DATA, size: tuple[int, int] | None = None) -> Path:
+    """<root>/<name>-seed<seed>-n<n>[-WxH]: n synthetic clips (caption-synth's, with references.jsonl,
+    at caption-synth's size unless `size` gives one), made once."""
+    from video_io.synth.dataset import SynthSpec, generate_dataset
 
-    clips = Path(root) / f"{name}-seed{seed}-n{n}"
+    clips = Path(root) / (f"{name}-seed{seed}-n{n}" + (f"-{size[0]}x{size[1]}" if size else ""))
     if not (clips / "references.jsonl").exists():
-        generate_dataset(clips, n, seed)
+        generate_dataset(clips, n, seed, **({"spec": SynthSpec(width=size[0], height=size[1])} if size else {}))
     return clips
 
 

@@ -62,6 +62,7 @@ class Plan:
     tensor_parallel_size: int = 1       # GPUs each engine spans (vLLM tensor_parallel_size)
     replicas: int = 1                   # independent engines per machine: gpu.count / tensor_parallel_size
     engine_env: dict = field(default_factory=dict)  # vLLM's environment (gpu.env), exported before it loads
+    kv_offload_gib: float | None = None  # vLLM's KV offloading to host memory (vllm kv_offloading_size); None: off
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -239,6 +240,9 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
                                 max_len)
     if vllm is not None and request.prune_rate:
         vllm["video_pruning_rate"] = request.prune_rate  # vLLM's EVS (the count above is its count)
+    offload = _kv_offload(tier, engine, seqs, sizes.kv_seq, tp, request.notes) if fits else None
+    if offload:
+        vllm["kv_offloading_size"] = offload
     gib = lambda b: None if b is None or math.isinf(b) else round(b / GIB, 3)  # noqa: E731
     return Plan(
         model=str(model.get("name")), family=family, tier=tier.name, engine=engine, dtype=dtype,
@@ -253,7 +257,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
                     "reserve": gib(budget.reserve), "kv_budget": gib(budget.kv), "kv_per_sequence": gib(sizes.kv_seq)},
         kv_bytes_per_token=int(sizes.kv_tok), sequences_fit=seqs, vision_tokens_per_clip=request.video_tokens,
         tokens_per_request=request.need, fits=fits, reasons=reasons, warnings=warnings, notes=request.notes,
-        engine_reason=engine_reason, tensor_parallel_size=tp,
+        engine_reason=engine_reason, kv_offload_gib=offload, tensor_parallel_size=tp,
         replicas=max(1, tier.count // tp), engine_env=dict(tier.env) if engine == "vllm" else {},
     )
 
@@ -467,6 +471,28 @@ def _engine_settings(tier: Tier, engine: str, family: str, dtype: str, choice, t
     return None, {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
                   "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
                   "quantization_config": _quant_config(choice, dtype, family) if choice.method in BITSANDBYTES else None}
+
+
+def _kv_offload(tier: Tier, engine: str, seqs: int | None, kv_per_seq: float, tp: int,
+                notes: list[str]) -> float | None:
+    """GiB of host memory for vLLM's native KV offloading (vllm/config/cache.py kv_offloading_size), or
+    None. The user's gpu.kv_offload_gib where given (0: off); else, on a GPU tier whose KV budget holds
+    fewer sequences than the tier's batch, the KV cache of the sequences it is short of: blocks vLLM
+    evicts from the GPU (a clip's shared prefix, a preempted request) are kept there and loaded back
+    instead of recomputed. Summed over the tensor-parallel ranks, as vLLM counts it."""
+    if tier.kv_offload_gib is not None:
+        if tier.kv_offload_gib and engine != "vllm":
+            notes.append(f"gpu.kv_offload_gib={tier.kv_offload_gib:g} is vLLM's: engine={engine} keeps its KV "
+                         "cache where it computes it, so it is not used")
+            return None
+        return tier.kv_offload_gib or None
+    if engine != "vllm" or not tier.is_gpu or seqs is None or seqs >= tier.max_num_seqs:
+        return None
+    short = (tier.max_num_seqs - seqs) * kv_per_seq * tp
+    offload = max(1.0, math.ceil(2 * short / GIB) / 2)  # half-GiB steps, at least 1
+    notes.append(f"KV offloading: the GPU holds {seqs} of the tier's {tier.max_num_seqs} sequences; vLLM keeps "
+                 f"{offload:g} GiB of evicted KV blocks in host memory (gpu.kv_offload_gib=0 turns it off)")
+    return offload
 
 
 def _per_gpu(tp: int) -> str:

@@ -28,6 +28,7 @@ PLAN_COLUMNS = (
     ("weights_gib", lambda p: (p.get("memory_gib") or {}).get("weights")),
     ("kv_budget_gib", lambda p: (p.get("memory_gib") or {}).get("kv_budget")),
     ("sequences_fit", lambda p: p.get("sequences_fit")),
+    ("kv_offload_gib", lambda p: p.get("kv_offload_gib")),
 )
 # measured figures shown first, in this order, when present; any others follow as they come
 MEASURED_FIRST = ("videos_per_s", "output_tokens_per_s", "peak_rss_gib", "peak_vram_gib", "meteor")

@@ -42,6 +42,9 @@ class GpuSchema:
     block_size: Optional[int] = MISSING
     count: Optional[int] = MISSING
     tensor_parallel_size: Optional[int] = MISSING  # null: the planner picks it
+    # vLLM's native KV offloading to host memory (GiB); null: the planner decides (GPU tiers whose KV
+    # budget is short of a full batch), 0: off. Not on the cpu tier, whose KV cache is host memory
+    kv_offload_gib: Optional[float] = None
     env: Dict[str, Optional[str]] = field(default_factory=dict)
 
 

@@ -44,6 +44,7 @@ class Tier:
     count: int                         # GPUs (cpu: engine replicas) on each machine
     tensor_parallel_size: int | None   # None: the planner picks it (quant.plan)
     block_size: int                    # KV-cache block (tokens): the planner counts in it, vLLM runs it
+    kv_offload_gib: float | None       # vLLM's KV offloading to host memory; None: the planner decides, 0: off
 
     @property
     def is_gpu(self) -> bool:
@@ -74,7 +75,7 @@ class Tier:
             cap_to_tier=bool(cfg["cap_to_tier"]),
             cpu_kv_cache_gib=None if cpu_kv is None else float(cpu_kv),
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
-            count=count, tensor_parallel_size=tp, block_size=block,
+            count=count, tensor_parallel_size=tp, block_size=block, kv_offload_gib=_kv_offload(cfg, name, device),
         )
 
 
@@ -147,3 +148,17 @@ def _parallel(cfg: dict, device: str) -> tuple[int, int | None, int]:
         raise PlanError(f"`gpu.block_size={cfg.get('block_size')}` must be a positive number of tokens"
                         + (", a multiple of 32 on the cpu tier (vLLM's CPU attention)" if device == "cpu" else ""))
     return count, tp, block
+
+
+def _kv_offload(cfg: dict, name: str, device: str) -> float | None:
+    """gpu.kv_offload_gib, checked: >= 0, and only where there is a GPU to offload from."""
+    value = cfg.get("kv_offload_gib")
+    if value is None:
+        return None
+    if float(value) < 0:
+        raise PlanError(f"`gpu.kv_offload_gib={value}` must be >= 0 (0: off, null: the planner decides)")
+    if device == "cpu" and float(value) > 0:
+        raise PlanError(f"`gpu.kv_offload_gib={value}`: tier {name} has no GPU memory to offload from, its KV "
+                        "cache already is host memory (gpu.env.VLLM_CPU_KVCACHE_SPACE sizes it): remove "
+                        "gpu.kv_offload_gib")
+    return float(value)

@@ -157,3 +157,24 @@ def test_engines_are_fed_by_the_plans_specification_and_its_frames_size_the_proc
     assert args["model"] == three.model_path and args["mm_processor_cache_gb"] == 0.03
     assert {k: args[k] for k in ("max_num_seqs", "max_model_len", "block_size")} == \
         {k: three.vllm[k] for k in ("max_num_seqs", "max_model_len", "block_size")}
+
+
+@pytest.mark.parametrize("overrides, offload, pruning", [
+    (["gpu=t4", "gpu.vllm_vision_ok=true", "model=qwen2_5_vl_7b_awq", "video.num_frames=128",
+      "video.max_pixels=200704", "sampling=balanced"], True, None),
+    (["gpu=t4", "gpu.vllm_vision_ok=true", "model=qwen2_5_vl_7b_awq", "video.num_frames=128",
+      "video.max_pixels=200704", "sampling=balanced", "gpu.kv_offload_gib=0"], False, None),
+    (["gpu=h100", "model=qwen2_5_vl_7b", "video.prune_rate=0.5"], False, 0.5),
+    ([], False, None),
+])
+def test_engine_arguments_carry_kv_offload_and_pruning_only_where_planned(compose_config, overrides, offload, pruning):
+    """What vllm.LLM is given: kv_offloading_size where the GPU's KV budget is short of the tier's batch
+    (and gpu.kv_offload_gib did not turn it off), video_pruning_rate where video.prune_rate is set."""
+    from caption.engines.vllm_engine import engine_args
+
+    job = load_planned_job(compose_config(["plan_only=true", "engine=vllm", *overrides]))
+    args = engine_args(job.engine_spec)
+    assert ("kv_offloading_size" in args) == offload == (job.plan.kv_offload_gib is not None)
+    if offload:
+        assert args["kv_offloading_size"] == job.plan.kv_offload_gib >= 1
+    assert args.get("video_pruning_rate") == pruning

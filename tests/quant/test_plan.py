@@ -147,3 +147,33 @@ def test_plan_is_plain_data():
     assert plan["tier"] == "h100" and "speculative" not in plan  # the job's spec group decides, not the tier
     assert set(plan["memory_gib"]) >= {"weights", "kv_per_sequence", "kv_budget", "reserve", "budget"}
     assert plan["quantization"]["why"] and plan["model_path"] == "Qwen/Qwen2.5-VL-7B-Instruct-AWQ"
+
+
+def test_kv_offload_where_the_gpu_holds_less_than_a_full_batch():
+    """T4 with the 7B AWQ and 128 frames of 448x448: 2 of the tier's 8 sequences fit the GPU's KV
+    budget; vLLM keeps 6 sequences' worth of evicted blocks in host memory (kv_offloading_size)."""
+    model, tier = load_model("qwen2_5_vl_7b_awq"), gpu("t4", vllm_vision_ok=True)
+    long_clip = {"num_frames": 128, "max_pixels": 448 * 448}
+    plan = make_plan(model, tier, load("quant", "auto"), "vllm", long_clip, max_new_tokens=256)
+    assert plan.fits and plan.sequences_fit == 2 < tier["max_num_seqs"]
+    short_gib = (tier["max_num_seqs"] - 2) * plan.memory_gib["kv_per_sequence"]
+    assert plan.kv_offload_gib == plan.vllm["kv_offloading_size"] >= short_gib
+    assert any("KV offloading" in note for note in plan.notes)
+    off = make_plan(model, dict(tier, kv_offload_gib=0), load("quant", "auto"), "vllm", long_clip, max_new_tokens=256)
+    assert off.kv_offload_gib is None and "kv_offloading_size" not in off.vllm
+    given = make_plan(load_model("qwen2_5_vl_7b_awq"), gpu("h100", kv_offload_gib=8), load("quant", "auto"), "vllm",
+                      CLIP, max_new_tokens=48)
+    assert given.vllm["kv_offloading_size"] == 8
+
+
+@pytest.mark.parametrize("tier, engine", [("h100", "vllm"), ("l4", "vllm"), ("t4", "hf"), ("cpu", "vllm")])
+def test_no_kv_offload_where_a_full_batch_fits_or_on_no_gpu(tier, engine):
+    model = load_model("qwen2_5_vl_7b_awq" if tier != "cpu" else "vidcap_ko_tiny")
+    plan = make_plan(model, load("gpu", tier), load("quant", "auto"), engine, max_new_tokens=48)
+    assert plan.kv_offload_gib is None and "kv_offloading_size" not in (plan.vllm or {})
+
+
+def test_kv_offload_on_the_cpu_tier_is_refused():
+    with pytest.raises(PlanError, match="no GPU memory to offload from"):
+        make_plan(load_model("vidcap_ko_tiny"), dict(load("gpu", "cpu"), kv_offload_gib=2), load("quant", "auto"),
+                  "vllm", max_new_tokens=48)
