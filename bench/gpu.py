@@ -16,6 +16,7 @@ reported and the next one runs):
                     weights do not come in)
   nvdec-job         the whole job on gpu=<tier> with video.backend=auto, then nvdec: engine idle fraction
                     and decode seconds per clip, software against NVDEC
+  prune             video-token pruning on the GPU: caption-bench prune --model 7b --gpu <tier>
 
 The report (<out>/results.json, results.md, results.png) holds every step's exit status, time and
 numbers, each step's own report beneath. Without a GPU (nvidia-smi lists none) it stops at once,
@@ -35,7 +36,7 @@ from bench.engines import DEFAULT_LENGTHS, engine_clips
 from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, job_env, run_caption, write_results
 from quant.devices import detect_devices
 
-STEPS = ("nvdec-test", "decode", "engines", "rehearsal", "nvdec-job")
+STEPS = ("nvdec-test", "decode", "engines", "rehearsal", "nvdec-job", "prune")
 TIERS = ("t4", "l4", "a100", "h100")
 
 
@@ -103,6 +104,8 @@ def run_steps(args, tier: str) -> list[dict]:
     if "engines" not in skip:
         steps.append(bench_step("engines-7b", ["engines", "--model", "7b", "--gpu", tier, "--n", str(args.n),
                                                "--hf-batch", "16", "32", "--max-num-seqs", "32", "64", "128"], out))
+    if "prune" not in skip:
+        steps.append(bench_step("prune-7b", ["prune", "--model", "7b", "--gpu", tier, "--n", str(args.n)], out))
     if skip >= {"rehearsal", "nvdec-job"}:
         return steps
     clips = engine_clips(args.n)

@@ -1,12 +1,14 @@
 """Video-token pruning (video.prune_rate, vLLM's EVS), measured: speed, memory and METEOR at each rate.
 
-    caption-bench prune                      # 24 clips x 4 rates x 2 batch sizes, then METEOR; ~10 min
+    caption-bench prune                      # 24 clips x 4 rates x 2 batch sizes, then METEOR; ~15 min
     caption-bench prune --n 48 --rates 0 0.5
+    caption-bench prune --model 7b --gpu h100 --n 96   # a GPU machine: the 7B shape on that tier
 
 Speed: the whole `caption` job on the bench model (caption-make-model's ~157M-parameter Qwen2.5-VL,
 random weights) with frames of 448x252, the size real footage gets (576 video tokens per clip at 8
 frames), every request forced to the same output length so each rate does the same generation
-work; once with one request in flight (gpu.max_num_seqs=1) and once with the tier's full batch.
+work; once with one request in flight (gpu.max_num_seqs=1 and engine.max_inflight=1, so TTFT is not
+time spent queueing) and once with the tier's full batch.
 Reported: videos/s of the job, TTFT p50 from vLLM's per-request metrics, video tokens per request as
 the engine reports them, and the job's peak memory. Quality: METEOR of the embedded model on
 caption-synth clips at the same rates, apart for clips whose object moves slowly (nearly still) and
@@ -20,7 +22,8 @@ import json
 import statistics
 from pathlib import Path
 
-from bench.harness import (BENCH_DATA, HELD_OUT_SEED, bars, bench_model, clip_set, run_caption, write_results)
+from bench.harness import (BENCH_DATA, HELD_OUT_SEED, MODELS, bench_model, clip_set, run_caption,
+                           write_results)
 
 SIZE = (448, 252)  # a 16:9 frame within Qwen2.5-VL's usual budget, both sides multiples of 28
 SPEED_SEED = 606
@@ -31,19 +34,22 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--n", type=int, default=24, help="clips for the speed runs")
     ap.add_argument("--quality-n", type=int, default=48, help="held-out caption-synth clips for METEOR")
     ap.add_argument("--rates", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75])
+    ap.add_argument("--model", choices=MODELS, default="bench", help="the speed runs' model (random weights but "
+                    "embedded); 7b on a GPU machine")
+    ap.add_argument("--gpu", default=None, help="the tier every run takes (gpu=...); default: this machine's")
     ap.add_argument("--threads", type=int, default=None, help="one unbound OpenMP pool of this size")
     ap.add_argument("--out", type=Path, default=BENCH_DATA / "prune")
 
 
 def speed_row(clips: Path, out: Path, rate: float, batch: str, args) -> dict:
     """One whole job at `rate` with one request in flight or the full batch."""
-    overrides = [*bench_model("bench"), f"video.width={SIZE[0]}", f"video.height={SIZE[1]}",
+    overrides = [*bench_model(args.model), *([f"gpu={args.gpu}"] if args.gpu else []), f"video.width={SIZE[0]}", f"video.height={SIZE[1]}",
                  f"video.prune_rate={rate}", f"benchmark.output_tokens={LENGTHS}",
-                 *(["gpu.max_num_seqs=1"] if batch == "1" else [])]
+                 *(["gpu.max_num_seqs=1", "engine.max_inflight=1"] if batch == "1" else [])]
     run = run_caption(clips, out / f"speed-{batch}-{rate}", overrides, engine="vllm", threads=args.threads)
     records = [r for r in run.records() if r["status"] == "ok"]
     ttfts = [r["ttft_s"] for r in records if r.get("ttft_s") is not None]
-    return {"rate": rate, "batch": batch, "videos_per_s": run.summary["videos_per_s"],
+    return {"model": args.model, "rate": rate, "batch": batch, "videos_per_s": run.summary["videos_per_s"],
             "ttft_p50_ms": 1000 * statistics.median(ttfts) if ttfts else None,
             "video_tokens": statistics.median(r["video_tokens"] for r in records),
             "prompt_tokens": statistics.median(r["prompt_tokens"] for r in records),
@@ -72,7 +78,8 @@ def quality_row(folders: dict[str, Path], out: Path, rate: float, args) -> dict:
     """METEOR of the embedded model at `rate`, on the slow and on the fast clips."""
     row = {"rate": rate}
     for speed, folder in folders.items():
-        run = run_caption(folder, out / f"quality-{speed}-{rate}", [f"video.prune_rate={rate}"], engine="vllm",
+        run = run_caption(folder, out / f"quality-{speed}-{rate}",
+                          [f"video.prune_rate={rate}", *([f"gpu={args.gpu}"] if args.gpu else [])], engine="vllm",
                           references=True, threads=args.threads)
         row[f"meteor_{speed}"] = run.summary["meteor"]
         row[f"video_tokens_{speed}"] = statistics.median(r["video_tokens"] for r in run.records())
@@ -82,7 +89,7 @@ def quality_row(folders: dict[str, Path], out: Path, rate: float, args) -> dict:
 
 def tables(speed: list[dict], quality: list[dict]) -> list[str]:
     base = {r["batch"]: r["videos_per_s"] for r in speed if r["rate"] == 0}
-    lines = [f"Speed: the bench model, frames {SIZE[0]}x{SIZE[1]}, 8 per clip, {LENGTHS} output tokens\n",
+    lines = [f"Speed: the {speed[0]['model']} model, frames {SIZE[0]}x{SIZE[1]}, 8 per clip, {LENGTHS} output tokens\n",
              "| prune_rate | in flight | videos/s | vs rate 0 | TTFT p50 (ms) | video tokens | prompt tokens | peak RSS (GiB) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in speed:
@@ -106,11 +113,27 @@ def run(args) -> int:
     quality = [quality_row(folders, out, rate, args) for rate in args.rates]
     lines = tables(speed, quality)
     print("\n" + "\n".join(lines))
-    title = (f"video.prune_rate on vLLM (CPU): bench model {SIZE[0]}x{SIZE[1]} x 8 frames, {args.n} clips; "
+    title = (f"video.prune_rate on vLLM ({args.gpu or 'this machine'}): {args.model} model {SIZE[0]}x{SIZE[1]} x 8 frames, {args.n} clips; "
              f"METEOR of the embedded model on {args.quality_n} held-out clips")
-    labels = [f"rate {r:g}" for r in args.rates]
     write_results(out, "prune", {"speed": speed, "quality": quality, "size": SIZE, "clips": args.n,
-                                 "quality_clips": args.quality_n},
-                  lines, bars(labels, {f"{b} in flight": [r["videos_per_s"] for r in speed if r["batch"] == b]
-                                       for b in ("1", "full")}, "videos/s"), title)
+                                 "quality_clips": args.quality_n}, lines, plot(speed, quality), title,
+                  figsize=(8.4, 4.2))
     return 0
+
+
+def plot(speed: list[dict], quality: list[dict]):
+    """Speed (videos/s, both batch sizes) beside quality (METEOR, slow and fast clips), by rate."""
+    rates = [q["rate"] for q in quality]
+
+    def draw(fig) -> None:
+        left, right = fig.subplots(1, 2)
+        for batch in ("1", "full"):
+            left.plot(rates, [r["videos_per_s"] for r in speed if r["batch"] == batch], "o-", label=f"{batch} in flight")
+        left.set(xlabel="video.prune_rate", ylabel="videos/s (whole job)", title="speed: bench model")
+        for speed_name in ("slow", "fast"):
+            right.plot(rates, [q[f"meteor_{speed_name}"] for q in quality], "o-", label=f"{speed_name} clips")
+        right.set(xlabel="video.prune_rate", ylabel="METEOR", ylim=(0, 1.05), title="quality: embedded model")
+        for ax in (left, right):
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+    return draw
