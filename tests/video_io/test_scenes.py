@@ -1,0 +1,147 @@
+"""Long videos with known cuts (caption-synth-long) and the shot detector and segmenter of video_io/scenes.py."""
+
+from __future__ import annotations
+
+import hashlib
+
+import av
+import pytest
+
+from video_io.scenes import Cut, Segment, detect_cuts, detect_scenes, fixed_segments, match_cuts, segments
+from video_io.source import DecodeError
+from video_io.synth.long import LongSpec, generate_long, main, plan_video, read_truth
+
+SMALL = LongSpec(n_scenes=5, scene_s=(3.0, 5.0), transition_s=(0.5, 1.25), mix=(0.4, 0.4, 0.2))
+
+
+@pytest.fixture(scope="module")
+def long_dir(tmp_path_factory):
+    """Four 112x112, 8 fps videos of 5 scenes each (seed 5): ~20 cuts of every kind."""
+    folder = tmp_path_factory.mktemp("long")
+    generate_long(folder, 4, seed=5, spec=SMALL)
+    return folder
+
+
+def test_ground_truth_matches_the_videos(long_dir):
+    records = read_truth(long_dir)
+    assert [r["video"] for r in records] == [f"long_{i:05d}.mp4" for i in range(4)]
+    kinds = set()
+    for r in records:
+        with av.open(str(long_dir / r["video"])) as container:
+            stream = container.streams.video[0]
+            frames = sum(1 for _ in container.decode(stream))
+            assert (stream.codec_context.width, stream.codec_context.height) == (112, 112)
+        assert frames == r["frames"] == round(r["duration_s"] * r["fps"])
+        assert len(r["scenes"]) == len(r["cuts"]) + 1 == SMALL.n_scenes
+        edges = [0.0, *(c["time_s"] for c in r["cuts"]), r["duration_s"]]
+        assert [(s["start_s"], s["end_s"]) for s in r["scenes"]] == list(zip(edges, edges[1:]))
+        for cut in r["cuts"]:
+            kinds.add(cut["kind"])
+            assert cut["start_s"] <= cut["time_s"] <= cut["end_s"]
+            assert (cut["start_s"] == cut["end_s"]) == (cut["kind"] == "cut")
+        for scene, following in zip(r["scenes"], r["scenes"][1:]):  # every cut changes the background
+            assert [scene["attributes"][k] for k in ("scene", "time", "weather")] != \
+                   [following["attributes"][k] for k in ("scene", "time", "weather")]
+            assert scene["references"] and scene["references"] != following["references"]
+    assert kinds == {"cut", "dissolve", "fade"}
+
+
+def test_same_seed_same_bytes_and_a_video_depends_on_its_index_only(tmp_path):
+    args = ["--n", "2", "--scenes", "2", "--scene-seconds", "3-3", "--size", "48x48"]
+    for name, seed, extra in (("a", 3, []), ("b", 3, []), ("c", 4, []), ("d", 3, ["--start", "1", "--n", "1"])):
+        assert main(["--out", str(tmp_path / name), "--seed", str(seed), *args, *extra]) == 0
+
+    def digest(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    a, b, c, d = (tmp_path / n for n in "abcd")
+    assert [digest(a / f) for f in ("long_00000.mp4", "long_00001.mp4", "scenes.jsonl")] == \
+           [digest(b / f) for f in ("long_00000.mp4", "long_00001.mp4", "scenes.jsonl")]
+    assert digest(a / "long_00000.mp4") != digest(c / "long_00000.mp4")
+    assert digest(a / "long_00001.mp4") == digest(d / "long_00001.mp4")
+
+
+def test_a_fixed_length_plan_fills_it():
+    plan = plan_video(0, 0, LongSpec(fps=30, seconds=60.0))
+    assert plan.n_frames == 1800 and len(plan.clips) == len(plan.transitions) + 1 >= 6
+
+
+def _score(truth: list[dict], found: list[float]) -> tuple[int, int]:
+    """(true cuts matched, detections matched) within 0.5 s."""
+    pairs = match_cuts([c["time_s"] for c in truth], found, 0.5)
+    return len(pairs), len(pairs)
+
+
+def test_detector_finds_hard_cuts_dissolves_and_fades(long_dir):
+    true, found, matched, by_kind = 0, 0, 0, {}
+    for r in read_truth(long_dir):
+        cuts = detect_cuts(str(long_dir / r["video"]))
+        hits, good = _score(r["cuts"], [c.time_s for c in cuts])
+        true, found, matched = true + len(r["cuts"]), found + len(cuts), matched + good
+        for cut in r["cuts"]:
+            by_kind.setdefault(cut["kind"], [0, 0])[0] += 1
+            by_kind[cut["kind"]][1] += _score([cut], [c.time_s for c in cuts])[0]
+    assert true >= 16 and min(n for n, _ in by_kind.values()) >= 3, by_kind
+    assert matched / found >= 0.95, f"precision {matched}/{found}"
+    for kind, (n, m) in by_kind.items():
+        assert m / n >= 0.95, f"recall of {kind}: {m}/{n}"
+
+
+def test_hard_cuts_are_placed_on_their_frame(long_dir):
+    r = read_truth(long_dir)[0]
+    scan = detect_scenes(str(long_dir / r["video"]))
+    assert abs(scan.duration_s - r["duration_s"]) < 1e-6
+    hard = {round(c.time_s, 4) for c in scan.cuts if c.kind == "hard"}
+    for cut in (c for c in r["cuts"] if c["kind"] == "cut"):
+        assert round(cut["time_s"], 4) in hard
+
+
+def test_a_single_shot_has_no_cut(tmp_path):
+    generate_long(tmp_path, 1, seed=2, spec=LongSpec(n_scenes=1, scene_s=(8.0, 8.0)))
+    assert detect_cuts(str(tmp_path / "long_00000.mp4")) == []
+
+
+@pytest.mark.parametrize("content, reason", [(b"", "empty"), (b"hello, this is text\n" * 20, "text"),
+                                             (bytes(range(256)) * 64, "not a video")])
+def test_a_file_that_is_not_a_video_says_why(tmp_path, content, reason):
+    path = tmp_path / "broken.mp4"
+    path.write_bytes(content)
+    with pytest.raises(DecodeError, match=reason):
+        detect_cuts(str(path))
+
+
+# --- segments, on numbers ----------------------------------------------------------------------------
+
+def _spans(parts):
+    return [(p.start_s, p.end_s) for p in parts]
+
+
+def test_segments_between_cuts_trimmed():
+    assert _spans(segments(30.0, [10.0, 20.0], trim_s=0.5)) == [(0, 9.5), (10.5, 19.5), (20.5, 30)]
+    assert _spans(segments(30.0, [])) == [(0, 30)]
+    gradual = Cut(10.0, "gradual", 9.5, 10.5, 30.0)  # a dissolve's span is left out with the trim
+    assert _spans(segments(20.0, [gradual], trim_s=0.25)) == [(0, 9.25), (10.75, 20)]
+
+
+def test_long_shots_split_short_ones_dropped():
+    assert _spans(segments(25.0, [], max_s=10)) == [(0, 8.333333), (8.333333, 16.666667), (16.666667, 25)]
+    assert _spans(segments(20.0, [], max_s=10)) == [(0, 10), (10, 20)]
+    assert _spans(segments(12.0, [5.0, 5.8], min_s=1.0)) == [(0, 5), (5.8, 12)]  # 0.8 s flash dropped
+    assert _spans(segments(12.0, [5.0, 5.8], min_s=1.0, trim_s=0.5)) == [(0, 4.5), (6.3, 12)]
+    assert all(p.duration_s <= 7 for p in segments(100.0, [31.0, 60.0], max_s=7))
+    with pytest.raises(ValueError):
+        segments(10.0, [], min_s=5, max_s=2)
+
+
+def test_matching_is_one_to_one_within_the_tolerance():
+    assert match_cuts([1.0, 5.0, 9.0], [1.2, 1.3, 5.6, 8.7]) == [(0, 0), (2, 3)]
+    assert match_cuts([1.0, 1.4], [1.2]) == [(0, 0)]  # ties go to the earlier true cut
+
+
+def test_fixed_segments():
+    assert _spans(fixed_segments(25.0, 10)) == [(0, 10), (10, 20), (20, 25)]
+    assert _spans(fixed_segments(25.0, 10, min_s=6)) == [(0, 10), (10, 20)]
+    assert _spans(fixed_segments(20.0, 5, length_s=2)) == [(0, 2), (5, 7), (10, 12), (15, 17)]
+    assert fixed_segments(0.0, 5) == [] and Segment(1.0, 3.5).duration_s == 2.5
+    with pytest.raises(ValueError):
+        fixed_segments(10.0, 0)

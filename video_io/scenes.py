@@ -1,0 +1,342 @@
+"""Shots of a long video: where one shot gives way to the next (hard cuts, dissolves, fades through
+black), and the segments a caption is written for.
+
+    scan = detect_scenes("walk.mp4")                # decodes the video once
+    parts = segments(scan.duration_s, scan.cuts, min_s=2, max_s=30, trim_s=0.5)
+    parts = fixed_segments(scan.duration_s, stride_s=10)
+
+The detector decodes with PyAV and reads each frame's planes in place: a small thumbnail of block
+means (luma and both chroma planes, about 24 cells on the short side) from a sparse grid of pixels,
+so a 1080p frame costs a few microseconds beyond its decoding. At 20 fps and more, frames no other
+frame refers to (most B-frames) are not decoded at all: the thumbnails of the others still come
+every few hundredths of a second, and decoding costs less than FFmpeg decoding every frame.
+
+Two differences between thumbnails find the cuts: `change`, the mean absolute difference between a
+frame and the one `window_s` (1 s) before it, is as large as the two shots differ wherever the
+window spans a transition, however gradual, and small inside a shot (an object or a camera moving
+changes little of a 1-s-apart pair); `step`, the difference between consecutive decoded frames,
+places a hard cut on its frame. Where `change` rises above its local floor by `threshold` (levels
+of 0-255), a transition lies in the middle of that stretch (for a dissolve of any length, the
+stretch is symmetric about its middle); when one step makes up most of the change it is a hard cut,
+else a gradual one (dissolve or fade), whose span is where consecutive frames keep changing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from video_io.source import UNKNOWN_CODEC, DecodeError, library_reason, no_video_reason, open_source
+
+DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
+DEFAULT_WINDOW_S = 1.0
+SKIP_NONREF_FPS = 20.0  # frame rates from which non-reference frames are left undecoded (skip="auto")
+CELLS = 24  # thumbnail cells on the short side
+CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where one shot gives way to the next. `time_s`: the first frame of the new shot (hard cut) or
+    the middle of a gradual transition; `start_s`/`end_s`: the span over which the picture changes
+    (equal to time_s for a hard cut); `score`: how much the picture changed (0-255 levels)."""
+
+    time_s: float
+    kind: str  # "hard" | "gradual"
+    start_s: float
+    end_s: float
+    score: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class SceneScan:
+    """What detect_scenes found: the video's duration, its cuts, and how many frames it decoded."""
+
+    duration_s: float
+    cuts: list[Cut]
+    frames_decoded: int
+
+
+@dataclass(frozen=True)
+class Thumbnails:
+    """One thumbnail per decoded frame: times (s from the first frame), features (N, cells)."""
+
+    times: np.ndarray
+    features: np.ndarray
+    duration_s: float
+
+
+# --- decoding --------------------------------------------------------------------------------------
+
+def _grid(height: int, width: int, cells: int = CELLS) -> tuple[int, int]:
+    """(rows, cols) of a picture's thumbnail: `cells` on the short side, square cells."""
+    side = max(1, min(height, width) // cells)
+    return max(1, height // side), max(1, min(width // side, cells * 3))
+
+
+def plane_thumbnail(plane: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Block means of a (H, W) uint8 plane on a rows x cols grid, each from a sparse grid of its pixels
+    (about 4x4 per cell: a low-pass picture that a small pan or grain barely moves)."""
+    height, width = plane.shape
+    cell_h, cell_w = height // rows, width // cols
+    sub = max(1, min(cell_h, cell_w) // 4)
+    kh, kw = max(1, cell_h // sub), max(1, cell_w // sub)
+    blocks = plane[:rows * cell_h, :cols * cell_w].reshape(rows, cell_h, cols, cell_w)
+    return blocks[:, :kh * sub:sub, :, :kw * sub:sub].mean(axis=(1, 3), dtype=np.float32)
+
+
+def _planes(frame) -> list[np.ndarray]:
+    """Y, U, V of an 8-bit 4:2:0 frame as views of its buffers (any other format converted first)."""
+    if frame.format.name not in ("yuv420p", "yuvj420p"):
+        frame = frame.reformat(format="yuv420p")
+    out = []
+    for plane in frame.planes:
+        rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+        out.append(rows[:, :plane.width])
+    return out
+
+
+def frame_features(frame, rows: int, cols: int) -> np.ndarray:
+    """A frame's thumbnail: luma cells, then both chroma planes' cells (weighted), flattened."""
+    y, u, v = _planes(frame)
+    return np.concatenate([plane_thumbnail(y, rows, cols).ravel(),
+                           CHROMA_WEIGHT * plane_thumbnail(u, rows, cols).ravel(),
+                           CHROMA_WEIGHT * plane_thumbnail(v, rows, cols).ravel()])
+
+
+def read_thumbnails(path: str, threads: int = 0, skip: str = "auto") -> Thumbnails:
+    """Decode the first video stream of `path` into thumbnails. `threads`: decoder threads (0: FFmpeg's
+    choice); `skip`: "auto" leaves non-reference frames undecoded from SKIP_NONREF_FPS on, "nonref"
+    always, "none" never. Raises DecodeError saying why a file cannot be read."""
+    import av
+
+    with open_source(path) as source:
+        try:
+            with av.open(source.uri, metadata_errors="replace") as container:
+                if not container.streams.video:
+                    raise DecodeError(no_video_reason(container))
+                stream = container.streams.video[0]
+                if stream.codec_context is None:
+                    raise DecodeError(UNKNOWN_CODEC)
+                return _decode(container, stream, threads, skip)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(library_reason(exc, "pyav")) from None
+
+
+def _decode(container, stream, threads: int, skip: str) -> Thumbnails:
+    import av
+
+    rate = stream.average_rate or stream.guessed_rate
+    fps = float(rate) if rate else 0.0
+    if skip not in ("auto", "nonref", "none"):
+        raise ValueError(f"skip must be auto, nonref or none, got {skip!r}")
+    if threads:
+        stream.thread_count = threads
+    stream.thread_type = "AUTO" if threads != 1 else "SLICE"
+    if skip == "nonref" or (skip == "auto" and fps >= SKIP_NONREF_FPS):
+        stream.codec_context.skip_frame = "NONREF"
+    base = float(stream.time_base)
+    times, features, grid = [], [], None
+    for packet in container.demux(stream):
+        try:
+            frames = packet.decode()
+        except av.error.InvalidDataError:  # a damaged packet: its frame is missing, the rest is read
+            continue
+        for frame in frames:
+            if frame.pts is None:
+                continue
+            if grid is None:
+                grid = _grid(frame.height, frame.width)
+            times.append(frame.pts * base)
+            features.append(frame_features(frame, *grid))
+    if not times:
+        raise DecodeError("no video frames could be decoded: the video track is empty or damaged")
+    order = np.argsort(times, kind="stable")
+    t = np.asarray(times, np.float64)[order]
+    t0 = t[0]
+    step = 1 / fps if fps > 0 else (float(np.median(np.diff(t))) if len(t) > 1 else 0.0)
+    header = stream.duration * base if stream.duration else None
+    duration = max(float(t[-1] - t0) + step, header or 0.0)
+    return Thumbnails(t - t0, np.stack(features)[order], duration)
+
+
+# --- the rule --------------------------------------------------------------------------------------
+
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(a - b).mean(axis=-1)
+
+
+def _shots_floor(values: np.ndarray, times: np.ndarray, gap_s: float, reach_s: float, q: float = 25) -> np.ndarray:
+    """The motion of the shots on either side of each time: the q-th percentile of `values` over
+    [t - reach_s, t - gap_s] and over [t + gap_s, t + reach_s], the larger of the two (a change
+    counts as a cut only beyond what the busier shot does by itself); one side near the ends."""
+    out = np.empty(len(times))
+    bounds = [np.searchsorted(times, times + d, side=side) for d, side in
+              ((-reach_s, "left"), (-gap_s, "right"), (gap_s, "left"), (reach_s, "right"))]
+    everywhere = float(np.percentile(values, q))
+    for i, (a, b, c, d) in enumerate(zip(*bounds)):
+        sides = [float(np.percentile(values[x:y], q)) for x, y in ((a, b), (c, d)) if y > x]
+        out[i] = max(sides) if sides else everywhere
+    return out
+
+
+def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
+              window_s: float = DEFAULT_WINDOW_S) -> list[Cut]:
+    """The cuts in a video's thumbnails (see the module's docstring for the rule)."""
+    t, f = thumbs.times, thumbs.features
+    if len(t) < 3:
+        return []
+    lag = np.maximum(np.searchsorted(t, t - window_s, side="right") - 1, 0)  # the frame window_s before
+    valid = t - t[lag] >= window_s * 0.75  # the first second has no frame a window before it
+    centre = (t + t[lag]) / 2
+    change = np.where(valid, _distance(f, f[lag]), 0.0)
+    step = np.concatenate([[0.0], _distance(f[1:], f[:-1])])
+    floor = _shots_floor(change[valid], centre[valid], window_s, 4 * window_s) if valid.any() else np.array([])
+    excess = np.zeros(len(t))
+    excess[valid] = change[valid] - floor
+    cuts = []
+    for a, b in _runs(excess >= threshold):
+        cuts.append(_classify(t, centre, excess, step, a, b, window_s))
+    return _merge(cuts, window_s)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[a, b) index ranges where mask holds."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def _classify(t, centre, excess, step, a: int, b: int, window_s: float) -> Cut:
+    """One run [a, b) of large change: a hard cut where one step makes most of it, else gradual."""
+    peak = float(excess[a:b].max())
+    weights = np.clip(excess[a:b] - peak / 2, 0, None)  # the top half of the (symmetric) bump
+    middle = float((centre[a:b] * weights).sum() / weights.sum()) if weights.sum() > 0 else float(centre[a:b].mean())
+    near = (t >= middle - window_s) & (t <= middle + window_s)
+    idx = np.flatnonzero(near)
+    best = int(idx[np.argmax(step[idx])]) if len(idx) else a
+    # a hard cut: one step, beyond the shots' frame-to-frame motion, makes at least half the change
+    if len(idx) and step[best] - float(np.median(step[idx])) >= 0.5 * peak:
+        return Cut(float(t[best]), "hard", float(t[best]), float(t[best]), round(peak, 2))
+    start, end = _span(t, step, middle, window_s)
+    return Cut(round(middle, 4), "gradual", start, end, round(peak, 2))
+
+
+def _span(t: np.ndarray, step: np.ndarray, middle: float, window_s: float) -> tuple[float, float]:
+    """Around `middle`, the stretch where consecutive frames keep changing more than the shots do."""
+    around = np.flatnonzero(np.abs(t - middle) <= 4 * window_s)
+    base = float(np.percentile(step[around], 25)) if len(around) else 0.0
+    inner = np.flatnonzero(np.abs(t - middle) <= 1.5 * window_s)
+    if not len(inner):
+        return middle, middle
+    lift = step[inner] - base
+    busy = lift >= 0.25 * max(float(lift.max()), 1e-6)
+    i = int(inner[np.argmin(np.abs(t[inner] - middle))])
+    lo = hi = i
+    while lo - 1 >= inner[0] and busy[lo - 1 - inner[0]]:
+        lo -= 1
+    while hi + 1 <= inner[-1] and busy[hi + 1 - inner[0]]:
+        hi += 1
+    return float(t[max(lo - 1, 0)]), float(t[hi])
+
+
+def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:
+    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice)."""
+    kept: list[Cut] = []
+    for cut in sorted(cuts, key=lambda c: c.time_s):
+        if kept and cut.time_s - kept[-1].time_s < gap_s:
+            if cut.score > kept[-1].score:
+                kept[-1] = cut
+            continue
+        kept.append(cut)
+    return kept
+
+
+def detect_scenes(path: str, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
+                  threads: int = 0, skip: str = "auto") -> SceneScan:
+    """Decode `path` once and find its cuts. `threshold`: how far (mean absolute difference of the
+    thumbnails, 0-255 levels) frames `window_s` apart must differ beyond the shot's own motion to
+    count as a cut; lower finds subtler cuts and more false ones. Raises DecodeError."""
+    thumbs = read_thumbnails(path, threads, skip)
+    return SceneScan(thumbs.duration_s, find_cuts(thumbs, threshold, window_s), len(thumbs.times))
+
+
+def detect_cuts(path: str, threshold: float = DEFAULT_THRESHOLD, **options) -> list[Cut]:
+    """detect_scenes(path, threshold, ...).cuts."""
+    return detect_scenes(path, threshold, **options).cuts
+
+
+def match_cuts(true_s: list[float], found_s: list[float], tolerance_s: float = 0.5) -> list[tuple[int, int]]:
+    """(true index, found index) pairs of cuts at most tolerance_s apart, one to one, nearest first:
+    how a detector is scored against known cut times (precision = pairs / found, recall = pairs / true)."""
+    pairs = sorted((abs(a - b), i, j) for i, a in enumerate(true_s) for j, b in enumerate(found_s)
+                   if abs(a - b) <= tolerance_s)
+    used_t, used_f, out = set(), set(), []
+    for _, i, j in pairs:
+        if i not in used_t and j not in used_f:
+            used_t.add(i)
+            used_f.add(j)
+            out.append((i, j))
+    return sorted(out)
+
+
+# --- segments --------------------------------------------------------------------------------------
+
+def segments(duration_s: float, cuts: list[Cut] | list[float], min_s: float = 1.0, max_s: float | None = None,
+             trim_s: float = 0.0) -> list[Segment]:
+    """The stretches between cuts: each shot, without `trim_s` on each side of a cut (a gradual
+    transition's whole span is left out too), split into equal pieces of at most `max_s`; a piece
+    shorter than `min_s` is dropped (a flash, a shot too short to caption). `cuts`: Cut objects or
+    times in seconds."""
+    if duration_s <= 0 or not math.isfinite(duration_s):
+        return []
+    if max_s is not None and max_s <= 0:
+        raise ValueError(f"max_s must be > 0, got {max_s}")
+    if min_s < 0 or trim_s < 0 or (max_s is not None and min_s > max_s):
+        raise ValueError(f"need 0 <= min_s <= max_s and trim_s >= 0, got {min_s}, {max_s}, {trim_s}")
+    spans = [(c, c) if isinstance(c, (int, float)) else (c.start_s, c.end_s) for c in cuts]
+    edges = [(0.0, 0.0), *sorted((s, e) for s, e in spans if 0 < e and s < duration_s), (duration_s, duration_s)]
+    out = []
+    for (_, left), (right, _) in zip(edges, edges[1:]):
+        start = left + (trim_s if left > 0 else 0.0)
+        end = right - (trim_s if right < duration_s else 0.0)
+        out += _split(start, end, min_s, max_s)
+    return out
+
+
+def _split(start: float, end: float, min_s: float, max_s: float | None) -> list[Segment]:
+    length = end - start
+    if length <= 0 or length < min_s:
+        return []
+    pieces = 1 if max_s is None else max(1, math.ceil(length / max_s - 1e-9))
+    edges = [start + length * i / pieces for i in range(pieces + 1)]
+    return [Segment(round(a, 6), round(b, 6)) for a, b in zip(edges, edges[1:])]
+
+
+def fixed_segments(duration_s: float, stride_s: float, length_s: float | None = None,
+                   min_s: float = 0.0) -> list[Segment]:
+    """Segments every `stride_s` seconds, each `length_s` long (default: stride_s, end to end), the
+    last cut at the video's end and dropped if shorter than `min_s`."""
+    if stride_s <= 0 or (length_s is not None and length_s <= 0):
+        raise ValueError(f"stride_s and length_s must be > 0, got {stride_s}, {length_s}")
+    length_s = stride_s if length_s is None else length_s
+    out, start = [], 0.0
+    while start < duration_s - 1e-9:
+        end = min(start + length_s, duration_s)
+        if end - start >= min_s and end > start:
+            out.append(Segment(round(start, 6), round(end, 6)))
+        start += stride_s
+    return out
