@@ -145,3 +145,14 @@ def test_fixed_segments():
     assert fixed_segments(0.0, 5) == [] and Segment(1.0, 3.5).duration_s == 2.5
     with pytest.raises(ValueError):
         fixed_segments(10.0, 0)
+
+
+def test_skipping_non_reference_frames_decodes_less_and_finds_the_same_cuts(tmp_path):
+    spec = LongSpec(width=96, height=64, fps=24, n_scenes=4, scene_s=(3.0, 4.0), mix=(0.4, 0.6, 0.0))
+    generate_long(tmp_path, 1, seed=8, spec=spec)
+    path, truth = str(tmp_path / "long_00000.mp4"), read_truth(tmp_path)[0]
+    skipped, every = detect_scenes(path), detect_scenes(path, skip="none")
+    assert every.frames_decoded == truth["frames"] and skipped.frames_decoded < 0.8 * truth["frames"]
+    for scan in (skipped, every):
+        assert len(match_cuts([c["time_s"] for c in truth["cuts"]], [c.time_s for c in scan.cuts])) \
+               == len(truth["cuts"]) == len(scan.cuts) == 3
