@@ -14,7 +14,8 @@ every few hundredths of a second, and decoding costs less than FFmpeg decoding e
 Two differences between thumbnails find the cuts: `change`, the mean absolute difference between a
 frame and the one `window_s` (1 s) before it, is as large as the two shots differ wherever the
 window spans a transition, however gradual, and small inside a shot (an object or a camera moving
-changes little of a 1-s-apart pair); `step`, the difference between consecutive decoded frames,
+changes little of a 1-s-apart pair, and each difference is the least over shifts of up to a cell,
+so a shaking or stepping camera does not count); `step`, the difference between consecutive decoded frames,
 places a hard cut on its frame. Where `change` rises above its local floor by `threshold` (levels
 of 0-255), a transition lies in the middle of that stretch (for a dissolve of any length, the
 stretch is symmetric about its middle); when one step makes up most of the change it is a hard cut,
@@ -33,6 +34,7 @@ from video_io.source import UNKNOWN_CODEC, DecodeError, library_reason, no_video
 DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
 DEFAULT_WINDOW_S = 1.0
 SKIP_NONREF_FPS = 20.0  # frame rates from which non-reference frames are left undecoded (skip="auto")
+SHIFT = 1  # cells a thumbnail may move between two frames without counting as a change
 CELLS = 24  # thumbnail cells on the short side
 CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
 
@@ -71,7 +73,8 @@ class SceneScan:
 
 @dataclass(frozen=True)
 class Thumbnails:
-    """One thumbnail per decoded frame: times (s from the first frame), features (N, cells)."""
+    """One thumbnail per decoded frame: times (s from the first frame), features (N, 3, rows, cols):
+    the luma cells and both chroma planes' (weighted)."""
 
     times: np.ndarray
     features: np.ndarray
@@ -109,11 +112,10 @@ def _planes(frame) -> list[np.ndarray]:
 
 
 def frame_features(frame, rows: int, cols: int) -> np.ndarray:
-    """A frame's thumbnail: luma cells, then both chroma planes' cells (weighted), flattened."""
+    """A frame's thumbnail (3, rows, cols): luma cells, then both chroma planes' cells (weighted)."""
     y, u, v = _planes(frame)
-    return np.concatenate([plane_thumbnail(y, rows, cols).ravel(),
-                           CHROMA_WEIGHT * plane_thumbnail(u, rows, cols).ravel(),
-                           CHROMA_WEIGHT * plane_thumbnail(v, rows, cols).ravel()])
+    return np.stack([plane_thumbnail(y, rows, cols), CHROMA_WEIGHT * plane_thumbnail(u, rows, cols),
+                     CHROMA_WEIGHT * plane_thumbnail(v, rows, cols)])
 
 
 def read_thumbnails(path: str, threads: int = 0, skip: str = "auto") -> Thumbnails:
@@ -177,7 +179,17 @@ def _decode(container, stream, threads: int, skip: str) -> Thumbnails:
 # --- the rule --------------------------------------------------------------------------------------
 
 def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.abs(a - b).mean(axis=-1)
+    """Mean absolute difference of thumbnails (..., 3, rows, cols), the least over shifts of up to
+    SHIFT cells: a camera that shakes or pans a little moves the picture, a cut replaces it."""
+    rows, cols = a.shape[-2:]
+    best = None
+    for dy in range(-SHIFT, SHIFT + 1):
+        for dx in range(-SHIFT, SHIFT + 1):
+            ys, yd = slice(max(dy, 0), rows + min(dy, 0)), slice(max(-dy, 0), rows + min(-dy, 0))
+            xs, xd = slice(max(dx, 0), cols + min(dx, 0)), slice(max(-dx, 0), cols + min(-dx, 0))
+            d = np.abs(a[..., ys, xs] - b[..., yd, xd]).mean(axis=(-3, -2, -1))
+            best = d if best is None else np.minimum(best, d)
+    return best
 
 
 def _shots_floor(values: np.ndarray, times: np.ndarray, gap_s: float, reach_s: float, q: float = 25) -> np.ndarray:

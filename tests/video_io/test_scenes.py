@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 
 import av
+import numpy as np
 import pytest
 
-from video_io.scenes import Cut, Segment, detect_cuts, detect_scenes, fixed_segments, match_cuts, segments
+from video_io.scenes import (Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, fixed_segments,
+                             match_cuts, segments)
 from video_io.source import DecodeError
 from video_io.synth.long import LongSpec, generate_long, main, plan_video, read_truth
 
@@ -99,6 +101,17 @@ def test_hard_cuts_are_placed_on_their_frame(long_dir):
 def test_a_single_shot_has_no_cut(tmp_path):
     generate_long(tmp_path, 1, seed=2, spec=LongSpec(n_scenes=1, scene_s=(8.0, 8.0)))
     assert detect_cuts(str(tmp_path / "long_00000.mp4")) == []
+
+
+def test_a_jerky_pan_is_no_cut_a_new_picture_is():
+    """Thumbnails of a textured shot that jumps a cell sideways every 9 frames (a shaking or stepping
+    camera), replaced by another shot at 5 s: one hard cut, on its frame."""
+    rng = np.random.default_rng(0)
+    shots = [rng.uniform(0, 255, (3, 24, 60)).astype(np.float32) for _ in range(2)]
+    times = np.arange(80) / 8
+    frames = [shots[int(t >= 5)][:, :, i // 9: i // 9 + 24] for i, t in enumerate(times)]
+    cuts = find_cuts(Thumbnails(times, np.stack(frames), 10.0))
+    assert [(c.time_s, c.kind) for c in cuts] == [(5.0, "hard")]
 
 
 @pytest.mark.parametrize("content, reason", [(b"", "empty"), (b"hello, this is text\n" * 20, "text"),
