@@ -262,7 +262,7 @@ def _span(t: np.ndarray, step: np.ndarray, middle: float, window_s: float) -> tu
         lo -= 1
     while hi + 1 <= inner[-1] and busy[hi + 1 - inner[0]]:
         hi += 1
-    return float(t[max(lo - 1, 0)]), float(t[hi])
+    return float(t[lo]), float(t[hi])  # step i is frame i's change from frame i - 1
 
 
 def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:

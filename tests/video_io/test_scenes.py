@@ -89,6 +89,18 @@ def test_detector_finds_hard_cuts_dissolves_and_fades(long_dir):
         assert m / n >= 0.95, f"recall of {kind}: {m}/{n}"
 
 
+def test_transitions_are_told_apart_and_spanned(long_dir):
+    """Hard cuts come out hard, dissolves and fades gradual, with a span about the true one (within a
+    frame for most; a fade through black can come out as its second half)."""
+    for r in read_truth(long_dir):
+        cuts = detect_cuts(str(long_dir / r["video"]))
+        for i, j in match_cuts([c["time_s"] for c in r["cuts"]], [c.time_s for c in cuts]):
+            true, found = r["cuts"][i], cuts[j]
+            assert found.kind == ("hard" if true["kind"] == "cut" else "gradual"), (true, found)
+            assert found.start_s <= true["end_s"] and true["start_s"] <= found.end_s  # the spans overlap
+            assert abs(found.start_s - true["start_s"]) <= 1.0 and abs(found.end_s - true["end_s"]) <= 1.0
+
+
 def test_hard_cuts_are_placed_on_their_frame(long_dir):
     r = read_truth(long_dir)[0]
     scan = detect_scenes(str(long_dir / r["video"]))
