@@ -119,7 +119,7 @@ def test_a_jerky_pan_is_no_cut_a_new_picture_is():
     """Thumbnails of a textured shot that jumps a cell sideways every 9 frames (a shaking or stepping
     camera), replaced by another shot at 5 s: one hard cut, on its frame."""
     rng = np.random.default_rng(0)
-    shots = [rng.uniform(0, 255, (3, 24, 60)).astype(np.float32) for _ in range(2)]
+    shots = [rng.integers(0, 256, (3, 24, 60), dtype=np.uint8) for _ in range(2)]
     times = np.arange(80) / 8
     frames = [shots[int(t >= 5)][:, :, i // 9: i // 9 + 24] for i, t in enumerate(times)]
     cuts = find_cuts(Thumbnails(times, np.stack(frames), 10.0))
