@@ -7,10 +7,10 @@ black), and the segments a caption is written for.
 
 The detector decodes with PyAV and reads each frame's planes in place: a small thumbnail of block
 means (luma and both chroma planes, about 24 cells on the short side) from a sparse grid of pixels:
-with the comparisons, about a tenth on top of decoding a 1080p frame (caption-bench scenes). At 20 fps
+with the comparisons, up to a tenth on top of decoding a 1080p frame (caption-bench scenes). At 20 fps
 and more, frames no other frame refers to (most B-frames) are not decoded at all: the thumbnails of
 the others still come every few hundredths of a second, and the whole costs less than decoding every
-frame (0.89x on one core).
+frame (0.75-0.89x on one core).
 
 Two differences between thumbnails find the cuts: `change`, the mean absolute difference between a
 frame and the one `window_s` (1 s) before it, is as large as the two shots differ wherever the window
