@@ -113,6 +113,9 @@ class DecodeSpec:
     max_pixels: int | None = None  # pixel budget per frame (aspect kept); None with no width/height: source size
     size_multiple: int = 28  # both sides a multiple of this (the model's patch x merge)
     seek: str = "auto"  # "exact", "keyframe" or "auto" (module docstring)
+    # only the frames starting in these (start, end) seconds of the file: one segment of a long video
+    # (video_io/scenes.py finds them); the frames' times stay the file's
+    window: tuple[float, float] | None = None
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -127,6 +130,8 @@ class DecodeSpec:
                 raise ValueError(f"resize sides must be >= 2 px, got {self.width}x{self.height}")
         if self.size_multiple < 1:
             raise ValueError(f"size_multiple must be >= 1, got {self.size_multiple}")
+        if self.window is not None and not 0 <= self.window[0] < self.window[1]:
+            raise ValueError(f"a window is (start, end) seconds with 0 <= start < end, got {self.window}")
         if self.max_pixels is not None and self.max_pixels < self.size_multiple ** 2:
             raise ValueError(f"max_pixels ({self.max_pixels}) is below one {self.size_multiple}x"
                              f"{self.size_multiple} block")
@@ -154,13 +159,17 @@ def _coded_size(spec: DecodeSpec, rotation: int, coded_w: int, coded_h: int) -> 
 def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[list[int], str, str | None]:
     """(indices, seek mode used, note) for frames starting at `times` whose keyframes are `key_indices`."""
     span = _span(times)
-    exact = sample_indices(times, span, spec.sampling)
+    exact = sample_indices(times, span, spec.sampling, spec.window)
     if spec.seek == "exact" or not key_indices or len(times) < 2:
         return exact, "exact", None
     keys = np.asarray(sorted(key_indices))
-    spacing = span / max(1, len(exact))
+    if spec.window is not None:  # another shot's keyframe is not this segment's frame
+        keys = keys[(times[keys] >= spec.window[0] - TIE_S) & (times[keys] < spec.window[1])]
+        if not len(keys):
+            return exact, "exact", None
+    spacing = (spec.window[1] - spec.window[0] if spec.window else span) / max(1, len(exact))
     if spec.seek == "auto":
-        edges = segment_edges(times, span, spec.sampling)
+        edges = segment_edges(times, span, spec.sampling, spec.window)
         picked = _in_segments(times, keys, exact, edges)
         if picked is None:
             return exact, "exact", None

@@ -46,30 +46,40 @@ def _nearest(timestamps: np.ndarray, targets: np.ndarray) -> list[int]:
     return [int(i) for i in pick]
 
 
-def _segments(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> tuple[float, float, int]:
-    """(start, width, count): the clip cut into `count` equal time segments, one sampled frame each."""
-    duration = max(float(duration), float(timestamps[-1]))
+def _segments(timestamps: np.ndarray, duration: float, spec: SamplingSpec,
+              window: tuple[float, float] | None = None) -> tuple[float, float, int]:
+    """(start, width, count): the clip, or the `window` (start, end) seconds of it (a segment of a long
+    video), cut into `count` equal time segments, one sampled frame each."""
+    if window is not None:
+        start, length = float(window[0]), float(window[1]) - float(window[0])
+    else:
+        duration = max(float(duration), float(timestamps[-1]))
+        start, length = float(timestamps[0]), duration - float(timestamps[0])
     if spec.mode == "uniform":
         count = spec.num_frames
-    else:
-        count = int(np.clip(np.floor(duration * spec.fps), spec.min_frames, spec.max_frames))
-    return float(timestamps[0]), (duration - float(timestamps[0])) / count, count
+    else:  # the whole clip keeps its rule (its duration) exactly; a window counts its own length
+        seconds = length if window is not None else duration
+        count = int(np.clip(np.floor(seconds * spec.fps), spec.min_frames, spec.max_frames))
+    return start, length / count, count
 
 
-def segment_edges(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> np.ndarray:
+def segment_edges(timestamps: np.ndarray, duration: float, spec: SamplingSpec,
+                  window: tuple[float, float] | None = None) -> np.ndarray:
     """The count + 1 edges (seconds) of the segments sample_indices takes one frame from (its centre)."""
-    start, width, count = _segments(np.asarray(timestamps, dtype=np.float64), duration, spec)
+    start, width, count = _segments(np.asarray(timestamps, dtype=np.float64), duration, spec, window)
     return start + np.arange(count + 1) * width
 
 
-def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec) -> list[int]:
-    """Frame indices to decode, given each frame's start time (seconds, ascending)."""
+def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec,
+                   window: tuple[float, float] | None = None) -> list[int]:
+    """Frame indices to decode, given each frame's start time (seconds, ascending); with `window`,
+    from the frames of those (start, end) seconds only."""
     n = len(timestamps)
     if n == 0:
         raise ValueError("the clip has no frames")
     if n == 1:
         return [0] * (spec.num_frames if spec.mode == "uniform" else spec.min_frames)
     timestamps = np.asarray(timestamps, dtype=np.float64)
-    start, width, count = _segments(timestamps, duration, spec)
+    start, width, count = _segments(timestamps, duration, spec, window)
     # centres of the segments: symmetric, never both ends of the clip
     return _nearest(timestamps, start + (np.arange(count) + 0.5) * width)

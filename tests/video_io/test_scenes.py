@@ -181,3 +181,32 @@ def test_skipping_non_reference_frames_decodes_less_and_finds_the_same_cuts(tmp_
     for scan in (skipped, every):
         assert len(match_cuts([c["time_s"] for c in truth["cuts"]], [c.time_s for c in scan.cuts])) \
                == len(truth["cuts"]) == len(scan.cuts) == 3
+
+
+@pytest.mark.parametrize("seek", ["exact", "auto", "keyframe"])
+def test_a_segment_decodes_frames_of_its_own_time_only(long_dir, seek):
+    """DecodeSpec.window: the frames are sampled inside one segment of the long video (every seek mode;
+    keyframe seek takes only the segment's own keyframes, never the next shot's), spread over it, and keep
+    the file's times; without a window the whole file is sampled as before."""
+    from video_io.decode import DecodeSpec, decode_clip
+    from video_io.sampling import SamplingSpec
+
+    truth = read_truth(long_dir)[0]
+    path = str(long_dir / truth["video"])
+    spec = DecodeSpec(sampling=SamplingSpec(num_frames=4), seek=seek)
+    for scene in truth["scenes"][1:3]:
+        start, end = scene["start_s"], scene["end_s"]
+        clip = decode_clip(path, DecodeSpec(sampling=spec.sampling, seek=seek, window=(start, end)))
+        step = 1 / truth["fps"]
+        assert len(clip.times) == 4 and all(start - step <= t < end for t in clip.times), (start, end, clip.times)
+        if seek != "keyframe":  # keyframe seek takes the segment's keyframes nearest each sample (may repeat)
+            assert clip.times[-1] - clip.times[0] >= (end - start) / 2  # spread over the segment, not bunched
+    whole = decode_clip(path, spec)
+    assert whole.times[-1] - whole.times[0] > truth["duration_s"] / 2
+
+
+def test_a_window_must_be_a_span_of_the_file():
+    from video_io.decode import DecodeSpec
+
+    with pytest.raises(ValueError, match="0 <= start < end"):
+        DecodeSpec(window=(5.0, 5.0))
