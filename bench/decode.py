@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.harness import write_results
+from bench.harness import best_of, write_results
 from caption.config import REPO_ROOT
 from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
 from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip
@@ -70,21 +70,7 @@ def ffmpeg_seconds(path: Path, keyframes_only: bool, repeat: int) -> float | Non
         return None
     cmd = ["ffmpeg", "-v", "error", "-threads", "1"] + (["-skip_frame", "nokey"] if keyframes_only else [])
     cmd += ["-i", str(path), "-f", "null", "-"]
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(cmd, check=True)
-        best = min(best, time.perf_counter() - started)
-    return round(best, 3)
-
-
-def best_of(repeat: int, run) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
+    return round(best_of(repeat, lambda: subprocess.run(cmd, check=True)), 3)
 
 
 def thumbnail_seconds(path: Path, indices: list[int], repeat: int) -> dict:

@@ -361,5 +361,15 @@ def bars(labels: list[str], series: dict[str, list], ylabel: str, log: bool = Fa
     return draw
 
 
+def best_of(repeat: int, run) -> float:
+    """The fastest of `repeat` runs of `run()`, in seconds (the least disturbed by other work)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def percentile(values, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None

@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.harness import BENCH_DATA, HELD_OUT_SEED, bars, write_results
+from bench.harness import BENCH_DATA, HELD_OUT_SEED, bars, best_of, write_results
 from caption.config import REPO_ROOT
 from video_io.scenes import detect_cuts, match_cuts
 from video_io.synth.long import LongSpec, generate_long, read_truth
@@ -93,20 +93,11 @@ def accuracy(pairs: list[tuple[list[dict], list[float]]], tolerance: float) -> d
             **{f"true_{k}": n for k, (n, _) in counts.items()}}
 
 
-def best_seconds(run, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def decode_floor(path: Path, repeat: int) -> tuple[str, float]:
     """FFmpeg's one-thread decode of every frame, else PyAV's."""
     if shutil.which("ffmpeg"):
         cmd = ["ffmpeg", "-v", "error", "-threads", "1", "-i", str(path), "-f", "null", "-"]
-        return "ffmpeg -threads 1 decode", best_seconds(lambda: subprocess.run(cmd, check=True), repeat)
+        return "ffmpeg -threads 1 decode", best_of(repeat, lambda: subprocess.run(cmd, check=True))
 
     def pyav():
         import av
@@ -116,7 +107,7 @@ def decode_floor(path: Path, repeat: int) -> tuple[str, float]:
             stream.thread_count = 1
             for _ in container.decode(stream):
                 pass
-    return "PyAV decode, 1 thread (no ffmpeg binary)", best_seconds(pyav, repeat)
+    return "PyAV decode, 1 thread (no ffmpeg binary)", best_of(repeat, pyav)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,7 +126,7 @@ def measure(name: str, run, small: Path, minute: tuple[Path, dict], args, floor:
     """One detector: its cuts on every small video and on the minute (timed, best of --repeat)."""
     pairs = [(r["cuts"], run(small / r["video"])) for r in read_truth(small)]
     best, found = float("inf"), []
-    for _ in range(args.repeat):
+    for _ in range(args.repeat):  # best_of, keeping the cuts the run found
         started = time.perf_counter()
         found = run(minute[0])
         best = min(best, time.perf_counter() - started)

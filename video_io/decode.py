@@ -36,8 +36,8 @@ import numpy as np
 from video_io.pyav_frames import decode_counters, decode_sampled, packet_index
 from video_io.sampling import TIE_S, SamplingSpec, sample_indices, segment_edges
 from video_io.sizing import fit_size
-from video_io.source import (UNKNOWN_CODEC, DecodeError, Probe, Source, library_reason,
-                             no_video_reason, open_source, probe)
+from video_io.source import (DecodeError, Probe, Source, first_video_stream, library_reason,
+                             open_source, probe)
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
@@ -312,23 +312,11 @@ def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
     converting only the frames picked. Frame-accurate for every codec FFmpeg decodes: frames
     are matched by timestamp. Every stream property is read while its container is open: read
     after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps clip) or crashes."""
-    import av
-
-    try:
-        with av.open(source.uri, metadata_errors="replace") as container:
-            if not container.streams.video:
-                raise DecodeError(no_video_reason(container))
-            stream = container.streams.video[0]
-            if stream.codec_context is None:
-                raise DecodeError(UNKNOWN_CODEC)
-            base = float(stream.time_base) if stream.time_base else None
-            rate = stream.average_rate or stream.guessed_rate
-            rate = float(rate) if rate else None
-            pts, key_list = packet_index(container, stream)
-    except DecodeError:
-        raise
-    except Exception as exc:
-        raise DecodeError(library_reason(exc, "pyav")) from None
+    with first_video_stream(source.uri) as (container, stream):
+        base = float(stream.time_base) if stream.time_base else None
+        rate = stream.average_rate or stream.guessed_rate
+        rate = float(rate) if rate else None
+        pts, key_list = packet_index(container, stream)
     if not pts:
         raise DecodeError("no video frames: the video track's frame index is empty or damaged")
     if not base or not math.isfinite(base) or base <= 0:

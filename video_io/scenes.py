@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from video_io.source import UNKNOWN_CODEC, DecodeError, library_reason, no_video_reason, open_source
+from video_io.source import DecodeError, first_video_stream, open_source
 
 DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
 DEFAULT_WINDOW_S = 1.0
@@ -123,21 +123,8 @@ def read_thumbnails(path: str, threads: int = 0, skip: str = "auto") -> Thumbnai
     """Decode the first video stream of `path` into thumbnails. `threads`: decoder threads (0: FFmpeg's
     choice); `skip`: "auto" leaves non-reference frames undecoded from SKIP_NONREF_FPS on, "nonref"
     always, "none" never. Raises DecodeError saying why a file cannot be read."""
-    import av
-
-    with open_source(path) as source:
-        try:
-            with av.open(source.uri, metadata_errors="replace") as container:
-                if not container.streams.video:
-                    raise DecodeError(no_video_reason(container))
-                stream = container.streams.video[0]
-                if stream.codec_context is None:
-                    raise DecodeError(UNKNOWN_CODEC)
-                return _decode(container, stream, threads, skip)
-        except DecodeError:
-            raise
-        except Exception as exc:
-            raise DecodeError(library_reason(exc, "pyav")) from None
+    with open_source(path) as source, first_video_stream(source.uri) as (container, stream):
+        return _decode(container, stream, threads, skip)
 
 
 def _decode(container, stream, threads: int, skip: str) -> Thumbnails:

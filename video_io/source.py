@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # FFmpeg's own messages for the failures seen on damaged and foreign files, and what to tell a
@@ -215,6 +216,27 @@ def no_video_reason(container) -> str:
     others = [f"{s.type} ({s.codec_context.name})" if s.codec_context else s.type
               for s in container.streams if s.type != "video"]
     return "no video stream" + (f" (the file holds only: {', '.join(others)})" if others else "")
+
+
+@contextmanager
+def first_video_stream(uri: str):
+    """(container, stream): the file's first video stream, with PyAV, for the `with` block. A file with no
+    video, an unknown codec or anything FFmpeg raises, there or inside the block, is a DecodeError
+    saying why; properties must be read inside the block (PyAV gives garbage once it closes)."""
+    import av
+
+    try:
+        with av.open(uri, metadata_errors="replace") as container:
+            if not container.streams.video:
+                raise DecodeError(no_video_reason(container))
+            stream = container.streams.video[0]
+            if stream.codec_context is None:
+                raise DecodeError(UNKNOWN_CODEC)
+            yield container, stream
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(library_reason(exc, "pyav")) from None
 
 
 def display_rotation(frame) -> int:

@@ -10,14 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+from video_io.synth.args import frame_size
 from video_io.synth.dataset import SynthSpec, generate_dataset
 
 
 def _size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--size must look like 112x112, got {text!r}") from None
+    width, height = frame_size(text)
     if width < 32 or height < 32 or width % 2 or height % 4:
         raise argparse.ArgumentTypeError(
             f"--size needs sides of at least 32 px, an even width and a height divisible by 4, got {text!r}")

@@ -33,6 +33,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
 from video_io.synth.dataset import REFERENCES_FILE, rgb_to_yuv420p
@@ -246,21 +247,13 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
             "delivery": asdict(spec)}
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--size must look like 1920x1080, got {text!r}") from None
-    return width, height
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m video_io.synth.footage", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the clips and references.jsonl")
     parser.add_argument("--n", type=int, required=True, help="number of clips")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same pictures")
     parser.add_argument("--profile", choices=PROFILES, default="mixed")
-    parser.add_argument("--size", type=_size, help="stored picture WxH, overriding the profile (small tests)")
+    parser.add_argument("--size", type=frame_size, help="stored picture WxH, overriding the profile (small tests)")
     parser.add_argument("--seconds", type=float, help="override the drawn duration")
     parser.add_argument("--fps", type=int, help="override the drawn frame rate")
     parser.add_argument("--codec", choices=sorted(CODECS), help="override the drawn codec")

@@ -34,6 +34,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.footage import FootageScene, FootageSpec
 from video_io.synth.mux import encode_all
@@ -272,14 +273,6 @@ def _pair(text: str) -> tuple[float, float]:
     return pair
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--size must look like 112x112, got {text!r}") from None
-    return width, height
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="caption-synth-long", description=__doc__.splitlines()[0],
                                      epilog="Ground truth: <out>/scenes.jsonl (see the module's docstring).")
@@ -293,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transition-seconds", type=_pair, default=LongSpec.transition_s,
                         help="MIN-MAX length of dissolves and fades")
     parser.add_argument("--mix", default="0.5,0.35,0.15", help="probabilities of cut,dissolve,fade")
-    parser.add_argument("--size", type=_size, default=(LongSpec.width, LongSpec.height), help="WxH")
+    parser.add_argument("--size", type=frame_size, default=(LongSpec.width, LongSpec.height), help="WxH")
     parser.add_argument("--fps", type=int, default=LongSpec.fps)
     parser.add_argument("--crf", type=int, default=LongSpec.crf, help="x264 constant quality")
     parser.add_argument("--mbps", type=float, help="average bitrate instead of --crf (1080p30 camera: ~16)")
