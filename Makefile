@@ -13,7 +13,7 @@ DEMO   ?= data/demo
 SETUP_DONE := $(VENV)/.setup-done-$(ENGINE)
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup demo test test-fast clean-demo
+.PHONY: setup demo test test-fast docs clean-demo
 
 setup: $(SETUP_DONE)  ## create .venv and .venv-quant (Debian libs, Python packages, torchvision shim)
 
@@ -32,6 +32,10 @@ test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs 
 
 test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
 	@$(BIN)/python -m pytest -q -m "not slow"
+
+docs: $(SETUP_DONE)  ## regenerate the generated tables (tools/docsgen), then build the site into site/
+	@$(BIN)/python -m tools.docsgen
+	@$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean-demo:
 	rm -rf $(DEMO)

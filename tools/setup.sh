@@ -108,10 +108,10 @@ if [ "$ENGINE" = cpu ]; then
     read -r -a TORCH_ARGS <<< "$(index_args_for "$TORCH_INDEX")"
     echo "  ($TORCH_CPU is not on the indexes pip is configured with: taking it from TORCH_INDEX=$TORCH_INDEX)"
   fi
-  extras='.[cpu,test,bench]'
+  extras='.[cpu,test,bench,docs]'
   quant_torch=$TORCH_CPU
 else
-  extras='.[gpu,test,bench]'
+  extras='.[gpu,test,bench,docs]'
   quant_torch=torch==2.13.0
 fi
 
