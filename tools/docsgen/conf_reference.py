@@ -1,0 +1,111 @@
+"""The configuration reference (docs/snippets/configuration.md): every top-level setting, then every
+config group with its schema's keys (type, default, comment) and each option's file (what it is,
+what it inherits, every key it sets, with its comment).
+
+Sources, read at build time so a new key or a changed default shows up here by itself:
+caption/schema.py (JobSchema's settings with their `option(default, help)` texts, GROUP_SCHEMAS),
+quant/schema.py (gpu, model, quant), the comments beside the schemas' fields, and conf/<group>/*.yaml.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import tokenize
+from dataclasses import MISSING as NO_DEFAULT
+from dataclasses import fields
+from pathlib import Path
+
+from omegaconf import MISSING, OmegaConf
+
+from tools.docsgen.conf_yaml import read_group
+from tools.docsgen.markdown import code, page, table
+
+
+def field_comments(schema) -> dict[str, str]:
+    """name -> the `# comment` written beside a schema field (the schemas' way of explaining a key
+    every preset sets, whose value and reasons live in conf/)."""
+    source = inspect.getsource(schema)
+    comments, names = {}, {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.start[0] not in names:
+            names[tok.start[0]] = tok.string
+        elif tok.type == tokenize.COMMENT and tok.start[0] in names:
+            comments[names[tok.start[0]]] = tok.string.lstrip("#").strip()
+    return comments
+
+
+def schema_rows(schema) -> list[list]:
+    """key | type | default | comment, for each field of a group's schema."""
+    comments = field_comments(schema)
+    rows = []
+    for f in fields(schema):
+        if f.default is MISSING:
+            default = "set by every option"
+        else:
+            value = f.default_factory() if f.default is NO_DEFAULT else f.default
+            default = code(value)
+        help_text = f.metadata.get("help") or comments.get(f.name, "")
+        rows.append([f"`{f.name}`", f"`{f.type}`", default, help_text])
+    return rows
+
+
+def top_level_section() -> str:
+    from caption.schema import documented_keys
+
+    rows = [[f"`{key}`", code(default) if default != "???" else "required", text]
+            for key, default, text in documented_keys()]
+    return "\n\n".join(["## Settings outside the groups",
+                        "Typed in `caption/schema.py` (`JobSchema`); `key=value` on the command line.",
+                        table(["key", "default", "what it does"], rows)])
+
+
+def option_section(group: str, preset, default_option: str) -> str:
+    name = preset.path.stem
+    head = f"### `{group}={name}`" + (" (default)" if name == default_option else "")
+    lines = [head, ""]
+    if preset.description:
+        lines += [preset.description, ""]
+    if preset.parents:
+        lines += ["Starts from " + ", ".join(f"`{group}={p}`" for p in preset.parents) +
+                  "; the keys below replace its values.", ""]
+    rows = [[f"`{k.key}`", f"`{k.value}`" if k.value else "", k.comment] for k in preset.keys if k.value]
+    lines.append(table(["key", "value", "why"], rows) if rows else "Sets no key of its own.")
+    return "\n".join(lines)
+
+
+def group_section(group: str, conf_dir: Path) -> str:
+    from caption.help import GROUP_HELP
+    from caption.schema import GROUP_SCHEMAS
+
+    defaults = default_options(conf_dir)
+    presets = read_group(conf_dir, group)
+    options = ", ".join(f"`{p.path.stem}`" + (" (default)" if p.path.stem == defaults.get(group) else "")
+                        for p in presets)
+    schema = GROUP_SCHEMAS[group]
+    parts = [f"## `{group}`: {GROUP_HELP[group]}",
+             f"Options (`conf/{group}/`): {options}. Keys (`{schema.__module__}.{schema.__name__}`): a key "
+             "marked *set by every option* takes its value from the chosen option's file; the others default "
+             f"as shown unless the option sets them. Change one key with `{group}.KEY=VALUE`.",
+             table(["key", "type", "default", "what it is"], schema_rows(schema))]
+    parts += [option_section(group, p, defaults.get(group)) for p in presets]
+    return "\n\n".join(parts)
+
+
+def default_options(conf_dir: Path) -> dict[str, str]:
+    """group -> its default option, from conf/config.yaml's defaults list."""
+    config = OmegaConf.to_container(OmegaConf.load(Path(conf_dir) / "config.yaml"), resolve=False)
+    found = {}
+    for entry in config.get("defaults", []):
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if not key.startswith("override"):
+                    found[key] = value
+    return found
+
+
+def configuration_reference(conf_dir: Path) -> str:
+    from caption.schema import GROUPS
+
+    return page("caption/schema.py, quant/schema.py and conf/", top_level_section(),
+                *[group_section(group, conf_dir) for group in GROUPS])
