@@ -22,6 +22,7 @@ from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
+from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
@@ -93,6 +94,7 @@ class JobConfig:
     decode_timeout_s: float
     ablation: str
     prune_rate: float  # video.prune_rate: the share of video tokens vLLM drops (0: none); the plan checks it
+    segments: SegmentSpec  # video.segments and its settings: which parts of a video get a record of their own
     runner: RunnerSettings
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
@@ -102,9 +104,10 @@ class JobConfig:
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
     add_beside: bool = False  # resume into an output holding records made with other settings, beside them
-    # how the records are made (caption/fingerprint.py): the job's settings and each (task, adapter)'s id;
-    # None until plan_job
+    # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
+    # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
     settings: dict | None = None
+    segment_settings: dict | None = None
     settings_ids: dict | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
@@ -235,6 +238,17 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
                           max_pixels=max_pixels, size_multiple=_size_multiple(cfg),
                           seek=str(_group_key(v, "video", "seek")))
+    except ValueError as exc:
+        raise ConfigError(f"`video`: {exc}") from None
+
+
+def _segments(cfg: DictConfig) -> SegmentSpec:
+    v = cfg.video
+    try:
+        return SegmentSpec(mode=_choice(v.segments, SEGMENT_MODES, "video.segments"),
+                           over_s=float(v.segment_over_s), min_s=float(v.segment_min_s),
+                           max_s=float(v.segment_max_s), stride_s=float(v.segment_stride_s),
+                           trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
@@ -424,7 +438,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
-        adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
+        segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg),
     )

@@ -91,15 +91,18 @@ def check_outputs(job: JobConfig) -> None:
         except WriteFailed as exc:
             raise exc.again(setting=setting) from None
     if not job.overwrite:  # records made another way are never counted as this job's
-        check_settings(job.output, job.settings_ids, job.settings, job.add_beside)
+        check_settings(job.output, job.settings_ids, (job.settings, job.segment_settings), job.add_beside)
 
 
 def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally) -> Videos:
-    """The clips still to caption (resume, limit), counted in the tally and said on the terminal."""
-    pending = [(key, path) for key, path in videos if not all(store.done(k) for k in record_keys(job, key))]
+    """The clips still to caption (resume, limit), counted in the tally and said on the terminal. A video
+    split into segments is done when each of its segments is (its records say how many it has); how
+    many segments a video not yet seen has is known once the decoders have looked (_run counts them)."""
+    keys = {key: record_keys(job, key, store.segments.get(key)) for key, _ in videos}
+    pending = [(key, path) for key, path in videos if not all(store.done(k) for k in keys[key])]
     todo = pending if job.limit is None else pending[: job.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
-    tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in record_keys(job, key))
+    tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in keys[key])
     print_job_start(job, len(videos), len(todo), tally.videos_skipped,
                     start_notes(job, job.output, tally.requests_todo))
     return todo
@@ -110,9 +113,13 @@ def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTal
     runner.start()
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.progress)
-    for record in runner.records(todo, store.done, tally):
+    counted = {key for key, _ in todo if key in store.segments}  # videos whose segments _pending counted
+    for record in runner.records(todo, store, tally):
         if store.done(record_key(record)):  # a clip retried after its actor died may come twice
             continue
+        if record.get("segments") and record["video"] not in counted:  # counted as one clip so far
+            counted.add(record["video"])
+            tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))
         with tally.clock("write"):
             store.write(record)
             tally.count(record)

@@ -124,10 +124,12 @@ def plan_job(job: JobConfig) -> JobConfig:
     if job.plan_only:  # no records to label
         return planned
     settings = job_settings(planned)
+    segment_settings = {**settings, "segments": planned.segments.describe()}  # a segment's record: how it was cut too
     adapters = adapter_identities(planned)
-    ids = {(task, adapter): settings_id(settings, instruction_text(task), adapter, adapters[adapter])
-           for adapter in planned.variants() for task in planned.tasks}
-    return dataclasses.replace(planned, settings=settings, settings_ids=ids)
+    ids = {(task, adapter, segmented): settings_id(segment_settings if segmented else settings,
+                                                   instruction_text(task), adapter, adapters[adapter])
+           for adapter in planned.variants() for task in planned.tasks for segmented in (False, True)}
+    return dataclasses.replace(planned, settings=settings, segment_settings=segment_settings, settings_ids=ids)
 
 
 def foreign_footage_warnings(job: JobConfig) -> list[str]:

@@ -1,4 +1,5 @@
-"""The job's output: one JSONL record per (video, task, adapter), appended as results arrive.
+"""The job's output: one JSONL record per (video, task, adapter) — and segment, for a long video split
+into segments — appended as results arrive.
 
 Records are keyed by the clip's path, never by position, so arrival order does not matter and a
 job that is stopped (even by kill -9) resumes where it was: records already written are kept,
@@ -21,9 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.faults import WriteFailed, remove_quietly, writing
-from caption.pipeline.record import RECORD_PREFIX, RecordKey, is_record, record_key
+from caption.pipeline.record import RECORD_PREFIX, RecordKey, is_record, record_key, segment_index
 
-Expected = dict  # (task, adapter) -> the settings_id this job gives such records (caption/fingerprint.py)
+# (task, adapter, segmented) -> the settings_id this job gives such records (caption/fingerprint.py;
+# a segment's record also says how the video was cut: caption/planning.py)
+Expected = dict
+
+
+def expected_key(record: dict) -> tuple:
+    """The key of a record's settings_id in Expected."""
+    return record.get("task", "caption"), record.get("adapter"), segment_index(record) is not None
 
 
 class OutputRefused(Exception):
@@ -69,6 +77,7 @@ class RecordStore:
     path: Path
     ok: set[RecordKey] = field(default_factory=set)
     errors: set[RecordKey] = field(default_factory=set)
+    segments: dict[str, int] = field(default_factory=dict)  # video -> its segment count, from its records
     repaired_bytes: int = 0
     kept_as: Path | None = None  # the earlier file, renamed, when overwrite=true started afresh
     _fd: int | None = None
@@ -108,23 +117,31 @@ class RecordStore:
         for line in data[:end].split(b"\n")[:-1]:
             record = json.loads(line.decode("utf-8"))
             if self.counts(record):
-                (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
+                self._note(record)
+
+    def _note(self, record: dict) -> None:
+        (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
+        count = record.get("segments")
+        if segment_index(record) is not None and isinstance(count, int):
+            self.segments[record["video"]] = count
 
     def counts(self, record: dict) -> bool:
         """Whether a record in the file is one of this job's (made with its settings)."""
         if self.expected is None:
             return True
-        return record.get("settings_id") == self.expected.get((record.get("task", "caption"), record.get("adapter")))
+        return record.get("settings_id") == self.expected.get(expected_key(record))
 
     def _drop_error_records(self) -> None:
         """Rewrite the file without error records (atomically), so their retries replace them."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+                kept = []
                 for line in src:
                     record = json.loads(line)
                     if record["status"] == "ok" or not self.counts(record):  # another job's errors stay
                         dst.write(line)
+                        kept.append(record)
                 dst.flush()
                 os.fsync(dst.fileno())
             os.replace(tmp, self.path)
@@ -132,6 +149,10 @@ class RecordStore:
             remove_quietly(tmp)  # the records file itself is untouched
             raise
         self.errors.clear()
+        self.segments = {}  # a video whose segments all failed is found anew, as a video never seen
+        for record in kept:
+            if self.counts(record):
+                self._note(record)
 
     def done(self, key: RecordKey) -> bool:
         return key in self.ok or key in self.errors
@@ -154,7 +175,7 @@ class RecordStore:
                     pass
             raise WriteFailed(self.path, exc, "records file") from None
         self._size += len(data)
-        (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
+        self._note(record)
 
     def close(self) -> None:
         """Sync and close. After a failed write (the job is stopping for it) a failing sync is not
@@ -195,10 +216,10 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
                             f"set resume=true to continue it, choose another output=, {keep}")
 
 
-def check_settings(path: Path, expected: Expected, settings: dict, add_beside: bool) -> None:
+def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], add_beside: bool) -> None:
     """Refuse (OutputRefused, one line naming what differs) to resume into records made with other
     settings than this job's, unless `add_beside`. Records of tasks or adapters this job does not
-    run are not its business."""
+    run are not its business. `settings`: this job's for a whole clip's records, and a segment's."""
     path = Path(path)
     if add_beside or not path.exists() or path.stat().st_size == 0:
         return
@@ -209,14 +230,14 @@ def check_settings(path: Path, expected: Expected, settings: dict, add_beside: b
                 record = json.loads(line)
             except json.JSONDecodeError:  # a cut-off last line: RecordStore.open repairs it
                 continue
-            key = (record.get("task", "caption"), record.get("adapter"))
+            key = expected_key(record)
             if key in expected and record.get("settings_id") != expected[key]:
                 other += 1
                 example = example or record
     if other:
         from caption.fingerprint import differences
 
-        what = "; ".join(differences(example.get("settings"), settings))
+        what = "; ".join(differences(example.get("settings"), settings[expected_key(example)[2]]))
         raise OutputRefused(f"`output={path}` holds {other} record(s) made with other settings than this job's "
                             f"({what}), and resuming would label them as this job's: choose another output=, add "
                             f"overwrite=true (the file is kept, renamed to {path.stem}.<time>{path.suffix}), or "

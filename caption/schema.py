@@ -17,6 +17,7 @@ from omegaconf import MISSING
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
 from video_io.decode import DecodeSpec
 from video_io.sampling import SamplingSpec
+from video_io.segmenting import SegmentSpec
 from video_io.workers import DECODE_TIMEOUT_S
 
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
@@ -100,6 +101,23 @@ class VideoSchema:
                                     "(EVS: tokens that changed least from the frame before; the first frames' "
                                     "are kept), in [0, 1); 0: none. vLLM and the Qwen-VL families only. Fewer "
                                     "tokens per request in the KV cache; the vision encoder still sees every frame")
+    segments: str = option(SegmentSpec.mode, "what gets a caption of its own: auto: a clip up to "
+                                             "segment_over_s is one caption, a longer one is split at its shots; "
+                                             "none: every clip whole; scenes: every clip split at its shots; "
+                                             "fixed: a piece every segment_stride_s. A segment's record has "
+                                             "segment_index, start_s, end_s (video_io/segmenting.py)")
+    segment_over_s: float = option(SegmentSpec.over_s, "segments=auto: clips longer than this (their header's "
+                                                       "duration) are split at their shots")
+    segment_min_s: float = option(SegmentSpec.min_s, "pieces shorter than this are dropped (a flash, a shot too "
+                                                     "short to caption)")
+    segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces")
+    segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds")
+    segment_trim_s: float = option(SegmentSpec.trim_s, "seconds left out on each side of a cut (and a "
+                                                       "dissolve's or fade's whole span)")
+    scene_threshold: float = option(SegmentSpec.threshold, "shot detection: how much (0-255 levels) frames 1 s "
+                                                           "apart must differ beyond a shot's own motion; lower "
+                                                           "finds subtler cuts and more false ones "
+                                                           "(video_io/scenes.py)")
 
 
 @dataclass

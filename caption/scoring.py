@@ -17,9 +17,11 @@ def score_captions(job) -> dict:
     scores = {}
     for adapter in job.variants():
         field = fields.get(adapter, "references")
-        try:  # this job's records only: a file may hold others beside them (add_beside=true)
+        # this job's records only (a file may hold others beside them: add_beside=true), whole clips' and segments'
+        ids = tuple(i for i in (job.settings_ids.get(("caption", adapter, segmented)) for segmented in (False, True)) if i)
+        try:
             result = score_files(job.output, job.references, adapter="none" if adapter is None else adapter,
-                                 task="caption", field=field, settings_id=job.settings_ids.get(("caption", adapter)))
+                                 task="caption", field=field, settings_id=ids or None)
         except InputError as exc:  # e.g. no caption task in this job: the job itself succeeded
             log.warning("METEOR not computed: %s", exc)
             return {"meteor_error": str(exc)}

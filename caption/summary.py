@@ -29,6 +29,9 @@ class JobTally:
     prompt_tokens: int = 0
     output_tokens: int = 0
     decode_s: float = 0.0
+    scan_s: float = 0.0  # finding long videos' segments (shot detection), in the decoders
+    segments_written: set = field(default_factory=set)  # (video, segment index) with a record in this job
+    segments_failed: set = field(default_factory=set)  # (video, segment index) with an error record
     failures: dict[str, str] = field(default_factory=dict)  # video -> first error
     started: float = field(default_factory=time.perf_counter)
     generation_started: float | None = None
@@ -49,8 +52,20 @@ class JobTally:
             self._bar = tqdm(total=total, unit="caption", desc="captioning", file=console.err,
                              dynamic_ncols=True, smoothing=0.1)
 
+    def expect(self, records: int) -> None:
+        """`records` more to write than the job set out with: a video it found to have several segments."""
+        self.requests_todo += records
+        if self._bar is not None:
+            self._bar.total += records
+            self._bar.refresh()
+
     def count(self, record: dict) -> None:
         self.videos_written.add(record["video"])
+        if record.get("segment_index") is not None:
+            part = (record["video"], record["segment_index"])
+            self.segments_written.add(part)
+            if record["status"] != "ok":
+                self.segments_failed.add(part)
         if record["status"] == "ok":
             self.requests_ok += 1
             self.requests_flagged += bool(record.get("flags"))
@@ -58,7 +73,9 @@ class JobTally:
             self.output_tokens += record.get("output_tokens") or 0
         else:
             self.requests_error += 1
-            self.failures.setdefault(record["video"], record.get("error") or "unknown error")
+            where = f"segment {record['segment_index']} ({record.get('start_s')}-{record.get('end_s')} s): " \
+                if record.get("segment_index") is not None else ""
+            self.failures.setdefault(record["video"], where + (record.get("error") or "unknown error"))
         if self._bar is not None:
             self._bar.update(1)
             if self.requests_error:
@@ -86,6 +103,10 @@ class JobTally:
             "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_failed": len(self.failures),
             "captions_ok": self.requests_ok, "captions_flagged": self.requests_flagged,
             "captions_failed": self.requests_error,
+            # long videos split into segments (video.segments): each segment is captioned as a clip is
+            "videos_segmented": len({video for video, _ in self.segments_written}),
+            "segments_run": len(self.segments_written), "segments_failed": len(self.segments_failed),
+            "scan_s_total": round(self.scan_s, 2),
             "wall_s": round(now - self.started, 2), "generation_wall_s": round(gen_wall, 2),
             "videos_per_s": round(videos_run / gen_wall, 3) if gen_wall > 0 else None,
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
@@ -128,6 +149,9 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
         rate = summary.get("videos_per_s")
         rows = [("videos", f"{summary['videos_found']} found, {summary['videos_skipped_resume']} already done, "
                            f"{summary['videos_run']} run, {summary['videos_failed']} failed"),
+                ("segments", f"{summary['segments_run']} of {summary['videos_segmented']} long videos, "
+                             f"{summary['segments_failed']} failed; finding them took {summary['scan_s_total']} s"
+                 if summary.get("segments_run") else None),
                 ("captions", f"{summary['captions_ok']} ok"
                              + (f" ({summary['captions_flagged']} flagged)" if summary.get("captions_flagged") else "")
                              + f", {summary['captions_failed']} failed"),
@@ -137,7 +161,9 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
                 ("time", ", ".join(f"{k} {v} s" for k, v in summary["stages_s"].items())
                  + f"; engine idle {summary['engine_idle_fraction']:.0%}"
                  if rate and summary.get("engine_idle_fraction") is not None else None),
-                ("METEOR", f"{summary['meteor']} over {summary.get('meteor_n')} videos" if "meteor" in summary else None),
+                ("METEOR", f"{summary['meteor']} over {summary.get('meteor_n')} "
+                           f"{'references (clips or scenes)' if summary.get('segments_run') else 'videos'}"
+                 if "meteor" in summary else None),
                 ("peak memory", f"{summary['peak_rss_gib']} GiB"),
                 ("records", summary["output"])]
         rows = [(k, v) for k, v in rows if v is not None]

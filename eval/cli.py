@@ -64,7 +64,7 @@ def _names(items, limit=LIST_MAX) -> str:
 
 def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str = "references",
                 adapter: str | None = None, task: str | None = None, per_item: Path | None = None,
-                settings_id: str | None = None) -> dict:
+                settings_id: str | tuple[str, ...] | None = None) -> dict:
     """Corpus METEOR of a caption job's records against references.jsonl (what the CLI prints).
 
     Returns the CLI's JSON result plus `table` (the printed rows) and `summary` (P, R, ...)."""
@@ -77,8 +77,8 @@ def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str
     hyps, statuses = _hypotheses(refs, m)
     hyp_toks, result, seconds = _score(tokenizer, hyps, refs)
 
-    missing = [r.video for r, s in zip(refs, statuses) if s == "missing"]
-    errors = [r.video for r, s in zip(refs, statuses) if s == "error"]
+    missing = [r.key for r, s in zip(refs, statuses) if s == "missing"]
+    errors = [r.key for r, s in zip(refs, statuses) if s == "error"]
     summary = result.summary()
     rows = _table(refs, statuses, missing, errors, m, tokenizer, field, summary, seconds)
     if per_item:
@@ -92,7 +92,7 @@ def _hypotheses(refs, m) -> tuple[list[str], list[str]]:
     """Each reference video's caption ("" for an error record or a missing one) and its status."""
     hyps, statuses = [], []
     for r in refs:
-        p = m.by_video.get(r.video)
+        p = m.by_video.get(r.key)
         status = "missing" if p is None else "error" if p.status == "error" else "ok"
         statuses.append(status)
         hyps.append(p.caption if status == "ok" else "")
@@ -160,9 +160,9 @@ def write_per_item(path: Path, refs, statuses, m, hyp_toks, result) -> None:
                     "caption", "error"])
         for r, status, toks, seg in zip(refs, statuses, hyp_toks, result.segments):
             st = seg.stats
-            p = m.by_video.get(r.video)
+            p = m.by_video.get(r.key)
             w.writerow([
-                r.video, status, f"{st.score:.6f}", _num(st.precision), _num(st.recall),
+                r.key, status, f"{st.score:.6f}", _num(st.precision), _num(st.recall),
                 _num(st.frag_penalty), int(st.chunks), len(toks), int(st.ref_len), int(st.test_matched),
                 seg.best_ref, p.adapter if p else "", p.task if p else "",
                 (p.caption or "") if p else "", (p.error or "") if p else "",

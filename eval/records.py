@@ -22,11 +22,20 @@ class InputError(Exception):
     """Bad input; the message is a complete one-line explanation."""
 
 
+Span = tuple[float, float]  # (start_s, end_s): seconds of the source video
+
+
 @dataclass
 class Reference:
     video: str
     references: list[str]
     line: int
+    span: Span | None = None  # references of one scene of a long video; None: of the whole clip
+
+    @property
+    def key(self) -> str:
+        """What the scored item is called: the video, and the scene's times for a scene's references."""
+        return self.video if self.span is None else f"{self.video} [{self.span[0]:g}-{self.span[1]:g} s]"
 
 
 @dataclass
@@ -40,6 +49,22 @@ class Prediction:
     task: str = NONE_LABEL
     extra: dict = field(default_factory=dict)
     settings_id: str | None = None  # how the caption job made it (caption/fingerprint.py); None in older files
+    span: Span | None = None  # a segment's caption (its start_s, end_s); None: the whole clip's
+
+
+def span_of(path, no, rec) -> Span | None:
+    """(start_s, end_s) of a line that names them (a scene's references, a segment's record), else None."""
+    if rec.get("start_s") is None and rec.get("end_s") is None:
+        return None
+    start, end = rec.get("start_s"), rec.get("end_s")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (start, end)) or not 0 <= start < end:
+        raise InputError(f"{path}:{no}: 'start_s' and 'end_s' must be seconds with 0 <= start_s < end_s, "
+                         f"got {start!r} and {end!r}")
+    return float(start), float(end)
+
+
+def _overlap(a: Span, b: Span) -> float:
+    return min(a[1], b[1]) - max(a[0], b[0])
 
 
 def read_text(path: Path, error: type[Exception] = InputError, expected: str = "a JSONL file") -> str:
@@ -95,9 +120,12 @@ def _label(path, no, rec, name) -> str:
 
 
 def read_references(path: Path, field_name: str = "references") -> list[Reference]:
-    """One record per clip: ``{"video": ..., field_name: [str, ...], ...}``."""
+    """One record per clip: ``{"video": ..., field_name: [str, ...], ...}``; or, for a long video, one per
+    scene with its times: ``{"video": ..., "start_s": 0, "end_s": 6.5, field_name: [...]}`` (each
+    segment's caption is then scored against the scene it overlaps most: see `match`)."""
     refs: list[Reference] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # Reference.key -> its line
+    per_scene: dict[str, bool] = {}  # video -> its references have times
     for no, rec in _records(path):
         video = _video(path, no, rec)
         if field_name not in rec:
@@ -110,10 +138,14 @@ def read_references(path: Path, field_name: str = "references") -> list[Referenc
         for k, r in enumerate(lst):
             if not isinstance(r, str) or not r.strip():
                 raise InputError(f"{path}:{no}: reference {k} of '{video}' is empty or not a string")
-        if video in seen:
-            raise InputError(f"{path}:{no}: video '{video}' already listed on line {seen[video]}")
-        seen[video] = no
-        refs.append(Reference(video, list(lst), no))
+        ref = Reference(video, list(lst), no, span_of(path, no, rec))
+        if ref.key in seen:
+            raise InputError(f"{path}:{no}: {ref.key!r} already listed on line {seen[ref.key]}")
+        if per_scene.setdefault(video, ref.span is not None) != (ref.span is not None):
+            raise InputError(f"{path}:{no}: video '{video}' has references for the whole clip and per scene; a "
+                             "video's references are either one line, or one line per scene with start_s/end_s")
+        seen[ref.key] = no
+        refs.append(ref)
     if not refs:
         raise InputError(f"{path}: no reference records")
     return refs
@@ -141,7 +173,7 @@ def read_predictions(path: Path) -> list[Prediction]:
             video, caption if isinstance(caption, str) else None, status,
             None if err is None else str(err), no,
             _label(path, no, rec, "adapter"), _label(path, no, rec, "task"),
-            settings_id=sid if isinstance(sid, str) else None,
+            settings_id=sid if isinstance(sid, str) else None, span=span_of(path, no, rec),
         ))
     return preds
 
@@ -152,7 +184,7 @@ def _base(video: str) -> str:
 
 @dataclass
 class Matched:
-    by_video: dict[str, Prediction]  # reference video -> its prediction
+    by_video: dict[str, Prediction]  # reference key (Reference.key: the video, or a scene of it) -> its prediction
     extra: list[Prediction]  # predictions for videos not in REFS
     variants: list[tuple[str, str]]  # (adapter, task) pairs present after selection
 
@@ -163,7 +195,7 @@ def match(
     pred_path: Path,
     adapter: str | None = None,
     task: str | None = None,
-    settings_id: str | None = None,
+    settings_id: str | tuple[str, ...] | None = None,
 ) -> Matched:
     """Pair predictions with reference videos by the ``video`` key.
 
@@ -172,8 +204,15 @@ def match(
     file name.  ``adapter``/``task`` keep only records with that label
     (``"none"`` selects records without the field); ``settings_id`` keeps only
     records made with those settings (a file the job added records to with
-    ``add_beside=true`` holds several).  More than one record for a reference
-    video after that selection is an error that says how to pick.
+    ``add_beside=true`` holds several; several ids: any of them).  More than one
+    record for a reference video after that selection is an error that says how
+    to pick.
+
+    A long video's records (one per segment, with start_s/end_s) match its
+    per-scene references: each segment the scene it overlaps most; where several
+    segments fall in one scene (a long shot cut in pieces), the one overlapping it
+    most is scored and the others count as extra.  A segment of a video whose
+    references are for the whole clip, or the reverse, is extra.
     """
     all_variants = sorted({(p.adapter, p.task) for p in preds})
     if adapter is not None:
@@ -181,31 +220,23 @@ def match(
     if task is not None:
         preds = [p for p in preds if p.task == task]
     if settings_id is not None:
-        preds = [p for p in preds if p.settings_id == settings_id]
+        ids = (settings_id,) if isinstance(settings_id, str) else tuple(settings_id)
+        preds = [p for p in preds if p.settings_id in ids]
     if not preds and all_variants and (adapter is not None or task is not None):
         have = ", ".join(f"adapter={a} task={q}" for a, q in all_variants)
         raise InputError(f"{pred_path}: no record matches the selection; records have: {have}")
 
-    exact = {r.video: r for r in refs}
-    by_name: dict[str, list[Reference]] = {}
-    for r in refs:
-        by_name.setdefault(_base(r.video), []).append(r)
-
-    chosen: dict[str, list[Prediction]] = {}
-    extra = []
-    for p in preds:
-        ref = exact.get(p.video)
-        if ref is None:
-            cands = by_name.get(_base(p.video), [])
-            ref = cands[0] if len(cands) == 1 else None
-        if ref is None:
-            extra.append(p)
-        else:
-            chosen.setdefault(ref.video, []).append(p)
-
+    chosen, pieces, extra = _pair(preds, refs)
     for video, ps in chosen.items():
         if len(ps) > 1:
             raise InputError(_ambiguity(pred_path, video, ps))
+    for key, found in pieces.items():  # scenes: the segment covering most of the scene
+        found.sort(key=lambda item: -item[0])
+        best = [p for o, p in found if o == found[0][0]]
+        if len({(p.adapter, p.task, p.settings_id) for p in best}) > 1 or len(best) > 1 and best[0].span == best[1].span:
+            raise InputError(_ambiguity(pred_path, key, best))
+        chosen[key] = [best[0]]
+        extra += [p for _, p in found if p is not best[0]]
 
     if preds and not chosen:
         raise InputError(
@@ -213,6 +244,46 @@ def match(
             f"'{preds[0].video}' vs reference '{refs[0].video}'); are these the right files?")
     variants = sorted({(p.adapter, p.task) for ps in chosen.values() for p in ps})
     return Matched({v: ps[0] for v, ps in chosen.items()}, extra, variants)
+
+
+def _pair(preds: list[Prediction], refs: list[Reference]):
+    """Each prediction with its reference: {ref key: [predictions]} for whole clips, {ref key: [(overlap,
+    prediction)]} for scenes, and the predictions no reference takes. A prediction's video matches a
+    reference video equal to it, or else the one reference video with the same file name."""
+    exact: dict[str, list[Reference]] = {}
+    by_name: dict[str, dict[str, list[Reference]]] = {}
+    for r in refs:
+        exact.setdefault(r.video, []).append(r)
+        by_name.setdefault(_base(r.video), {}).setdefault(r.video, []).append(r)
+    chosen: dict[str, list[Prediction]] = {}
+    pieces: dict[str, list[tuple[float, Prediction]]] = {}  # a scene's segments, with their overlap
+    extra = []
+    for p in preds:
+        scenes = exact.get(p.video)
+        if scenes is None:
+            videos = by_name.get(_base(p.video), {})
+            scenes = next(iter(videos.values())) if len(videos) == 1 else None
+        ref, overlap = _scene_of(p, scenes or [])
+        if ref is None:
+            extra.append(p)
+        elif ref.span is None:
+            chosen.setdefault(ref.key, []).append(p)
+        else:
+            pieces.setdefault(ref.key, []).append((overlap, p))
+    return chosen, pieces, extra
+
+
+def _scene_of(p: Prediction, refs: list[Reference]) -> tuple[Reference | None, float]:
+    """The reference a prediction is scored against: the whole clip's (both without times), or the scene
+    a segment overlaps most (both with times); else None."""
+    if p.span is None:
+        return next((r for r in refs if r.span is None), None), 0.0
+    scored = [(_overlap(p.span, r.span), r) for r in refs if r.span is not None]
+    scored = [(o, r) for o, r in scored if o > 0]
+    if not scored:
+        return None, 0.0
+    overlap, ref = max(scored, key=lambda item: item[0])
+    return ref, overlap
 
 
 def _ambiguity(pred_path: Path, video: str, ps: list[Prediction]) -> str:

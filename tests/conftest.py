@@ -27,6 +27,19 @@ def synth_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def long_dir(tmp_path_factory) -> Path:
+    """Two long videos (caption-synth-long, seed 11) of three 4-5 s scenes joined by cuts, dissolves or fades,
+    drawn as caption-synth draws its clips (what the embedded model knows), with per-scene references.jsonl
+    and scenes.jsonl; read-only for tests."""
+    from video_io.synth.long import LongSpec, generate_long
+
+    folder = tmp_path_factory.mktemp("long")
+    generate_long(folder, 2, seed=11, spec=LongSpec(n_scenes=3, scene_s=(4.0, 5.0), transition_s=(0.5, 1.0),
+                                                     style="clip"))
+    return folder
+
+
+@pytest.fixture(scope="session")
 def model_dir() -> Path:
     assert (MODEL_DIR / "config.json").exists(), f"embedded model missing at {MODEL_DIR}"
     return MODEL_DIR

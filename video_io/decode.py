@@ -71,6 +71,11 @@ class Clip:
     seek: str = "exact"  # how the frames were found: "exact", "keyframe" or "nearby" (module docstring)
     # PyAV only: frames the decoder output, frames output more than once, frames converted to RGB
     decode_stats: dict = field(default_factory=dict)
+    # DecodeSpec.window: the segment's frames [first, end) in the source. The model is told of the segment
+    # as a clip of its own (metadata()): its frame count, duration and indices. Told of the whole file,
+    # Qwen's processor takes the sampling rate as samples / whole-file frames x fps (transformers
+    # video_utils.py VideoMetadata.sampled_fps) and spaces the frames in time as if they spanned the file
+    segment_frames: tuple[int, int] | None = None
 
     def __post_init__(self):
         problems = []
@@ -92,12 +97,14 @@ class Clip:
             raise DecodeError("decoder returned inconsistent clip metadata: " + "; ".join(problems))
 
     def metadata(self) -> dict:
-        """Video metadata in the form transformers' and vLLM's video processors take."""
+        """Video metadata in the form transformers' and vLLM's video processors take (of the segment
+        alone, for a segment of a long video)."""
+        first, end = self.segment_frames or (0, self.total_frames)
         return {
-            "total_num_frames": self.total_frames,
+            "total_num_frames": end - first,
             "fps": self.source_fps,
-            "duration": self.duration,
-            "frames_indices": list(self.indices),
+            "duration": self.duration if self.segment_frames is None else (end - first) / self.source_fps,
+            "frames_indices": [i - first for i in self.indices],
             "video_backend": self.backend,
             "do_sample_frames": False,
         }
@@ -389,5 +396,9 @@ def _decode_open(source: Source, spec: DecodeSpec) -> Clip:
         notes.append(f"{len(set(indices))} distinct frames for the {len(indices)} requested (the clip "
                      f"has {len(got.times)}): frames repeated")
     times = [round(float(got.times[i]), 6) for i in indices]
+    segment = None
+    if spec.window is not None:
+        first, end = (int(np.searchsorted(got.times, edge - TIE_S)) for edge in spec.window)
+        segment = (min(first, min(indices)), max(end, max(indices) + 1))
     return Clip(source.path, got.frames, indices, fps, len(got.times), duration, backend, notes=notes,
-                times=times, seek=got.seek, decode_stats=dict(got.stats))
+                times=times, seek=got.seek, decode_stats=dict(got.stats), segment_frames=segment)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -38,6 +39,7 @@ SKIP_NONREF_FPS = 20.0  # frame rates from which non-reference frames are left u
 SHIFT = 1  # cells a thumbnail may move between two frames without counting as a change
 CELLS = 24  # thumbnail cells on the short side
 CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
+PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many frames (~1-2 s of 1080p work)
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,16 @@ def frame_features(frame, rows: int, cols: int) -> np.ndarray:
     return np.rint(cells).astype(np.uint8)
 
 
-def read_thumbnails(path: str, threads: int = 0, skip: str = "auto") -> Thumbnails:
+def read_thumbnails(path: str, threads: int = 0, skip: str = "auto", progress: Callable[[], None] | None = None) -> Thumbnails:
     """Decode the first video stream of `path` into thumbnails. `threads`: decoder threads (0: FFmpeg's
     choice); `skip`: "auto" leaves non-reference frames undecoded from SKIP_NONREF_FPS on, "nonref"
-    always, "none" never. Raises DecodeError saying why a file cannot be read."""
+    always, "none" never; `progress`: called every PROGRESS_FRAMES frames (a worker's sign of life).
+    Raises DecodeError saying why a file cannot be read."""
     with open_source(path) as source, first_video_stream(source.uri) as (container, stream):
-        return _decode(container, stream, threads, skip)
+        return _decode(container, stream, threads, skip, progress)
 
 
-def _decode(container, stream, threads: int, skip: str) -> Thumbnails:
+def _decode(container, stream, threads: int, skip: str, progress: Callable[[], None] | None = None) -> Thumbnails:
     import av
 
     rate = stream.average_rate or stream.guessed_rate
@@ -153,6 +156,8 @@ def _decode(container, stream, threads: int, skip: str) -> Thumbnails:
                 grid = _grid(frame.height, frame.width)
             times.append(frame.pts * base)
             features.append(frame_features(frame, *grid))
+            if progress is not None and len(times) % PROGRESS_FRAMES == 0:
+                progress()
     if not times:
         raise DecodeError("no video frames could be decoded: the video track is empty or damaged")
     order = np.argsort(times, kind="stable")
@@ -278,11 +283,11 @@ def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:
 
 
 def detect_scenes(path: str, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
-                  threads: int = 0, skip: str = "auto") -> SceneScan:
+                  threads: int = 0, skip: str = "auto", progress: Callable[[], None] | None = None) -> SceneScan:
     """Decode `path` once and find its cuts. `threshold`: how far (mean absolute difference of the
     thumbnails, 0-255 levels) frames `window_s` apart must differ beyond the shot's own motion to
     count as a cut; lower finds subtler cuts and more false ones. Raises DecodeError."""
-    thumbs = read_thumbnails(path, threads, skip)
+    thumbs = read_thumbnails(path, threads, skip, progress)
     return SceneScan(thumbs.duration_s, find_cuts(thumbs, threshold, window_s), len(thumbs.times))
 
 

@@ -7,6 +7,14 @@ comes back as an error result and the stream goes on.
 
 Back-pressure: a worker gets a new clip only when the consumer has taken the previous result,
 so at most `workers` decoded clips wait in memory however slow the consumer is.
+
+A long video split into segments (video_io/segmenting.py) comes back as one result per segment,
+in time order, each decoded on its own once the consumer has taken the one before (a decoded clip is
+bigger than a pipe's buffer, so the worker waits in `send`): a video of a thousand segments holds one
+segment's frames at a time. The worker first says which segments it found (SegmentPlan), and while
+it looks for shots it says it is alive now and then; every message restarts the deadline, so a
+minutes-long shot detection is not a hang, and a segment that hangs is. Should the worker die or
+overrun, the video's segments not yet sent come back as error results, each with its times.
 """
 
 from __future__ import annotations
@@ -18,11 +26,13 @@ import time
 import traceback
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
+from video_io.scenes import Segment
+from video_io.segmenting import SegmentInfo, SegmentSpec, plan_segments
 
 
 @dataclass
@@ -32,7 +42,9 @@ class DecodeResult:
     error: str | None
     seconds: float
     peak_rss_mib: float | None = None  # decoder process's peak resident memory during this clip
-
+    segment: SegmentInfo | None = None  # one segment of a long video; None: the whole clip
+    last: bool = True  # the path's last result (a segmented video sends one per segment)
+    scan_s: float = 0.0  # seconds spent finding the video's segments (on each of its segments' results)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +72,18 @@ def main_script_hidden():
     finally:
         main.__dict__.pop("__spec__", None)
         main.__dict__.update(saved)
+
+
+@dataclass
+class SegmentPlan:
+    """A worker's first message for a segmented video: the segments it is about to decode."""
+
+    path: str
+    parts: list[Segment]
+    scan_s: float
+
+
+ALIVE = "alive"  # a worker's sign of life while it looks for a long video's shots
 
 
 def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> DecodeResult:
@@ -94,10 +118,43 @@ def _peak_rss_mib() -> float | None:
     return None
 
 
-def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
+def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None, decode_fn=decode_clip,
+                progress: Callable[[], None] | None = None) -> Iterator[DecodeResult | SegmentPlan]:
+    """What a worker sends for one path: the whole clip's result; or, for a video `segments` splits,
+    its SegmentPlan and then one result per segment, frames sampled inside the segment (its window)."""
+    started = time.perf_counter()
+    parts = None
+    if segments is not None and segments.mode != "none":
+        try:
+            parts = plan_segments(path, segments, progress)
+        except Exception as exc:  # DecodeError: why the file cannot be read; else a library's surprise
+            detail = str(exc) if isinstance(exc, DecodeError) else \
+                f"unexpected decoder error: {traceback.format_exception_only(type(exc), exc)[-1].strip()}"
+            yield DecodeResult(path, None, f"finding its segments: {detail}", time.perf_counter() - started)
+            return
+    if parts is None:
+        yield _decode_to_result(path, spec, decode_fn)
+        return
+    scan_s = time.perf_counter() - started
+    yield SegmentPlan(path, parts, scan_s)
+    for index, part in enumerate(parts):
+        result = _decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn)
+        result.segment = SegmentInfo(index, len(parts), part.start_s, part.end_s)
+        result.last, result.scan_s = index == len(parts) - 1, scan_s
+        yield result
+
+
+def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn) -> None:
     # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    beat = [0.0]
+
+    def alive() -> None:  # at most one a second: the parent only needs to know the worker moves
+        if time.perf_counter() - beat[0] >= 1.0:
+            conn.send(ALIVE)
+            beat[0] = time.perf_counter()
+
     while True:
         try:
             path = conn.recv()
@@ -106,9 +163,11 @@ def _worker_main(conn, spec: DecodeSpec, decode_fn) -> None:
         if path is None:
             return
         _reset_peak_rss()
-        result = _decode_to_result(path, spec, decode_fn)
-        result.peak_rss_mib = _peak_rss_mib()
-        conn.send(result)
+        for message in decode_path(path, spec, segments, decode_fn, alive):
+            if isinstance(message, DecodeResult):
+                message.peak_rss_mib = _peak_rss_mib()
+            conn.send(message)
+            _reset_peak_rss()
 
 
 def _exit_reason(code: int | None) -> str:
@@ -121,17 +180,19 @@ def _exit_reason(code: int | None) -> str:
 
 
 class _Worker:
-    def __init__(self, ctx, spec: DecodeSpec, decode_fn):
+    def __init__(self, ctx, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, spec, decode_fn), daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, spec, segments, decode_fn), daemon=True)
         with main_script_hidden():
             self.process.start()
         child.close()
         self.path: str | None = None
-        self.started = 0.0
+        self.started = 0.0  # when the worker was given its path, or last sent something
+        self.plan: SegmentPlan | None = None  # the segments of the video it is decoding, once found
+        self.next_segment = 0  # the first of them not sent yet
 
     def give(self, path: str) -> None:
-        self.path, self.started = path, time.perf_counter()
+        self.path, self.started, self.plan, self.next_segment = path, time.perf_counter(), None, 0
         self.conn.send(path)
 
     def kill(self) -> None:
@@ -159,25 +220,26 @@ DECODE_TIMEOUT_S = 60.0
 class DecodePool:
     """`with DecodePool(spec, workers=2, timeout_s=60) as pool: for r in pool.imap(paths): ...`
 
-    Results arrive in completion order; each names its path. `workers=0` decodes in the calling
-    process (no deadline: for debugging and tiny inputs only). `decode_fn` must be a module-level
-    function (workers are spawned) with decode_clip's signature; tests use it to inject hangs.
+    Results arrive in completion order; each names its path (and, for a video `segments` splits, its
+    segment: one result each, in time order). `workers=0` decodes in the calling process (no
+    deadline: for debugging and tiny inputs only). `decode_fn` must be a module-level function
+    (workers are spawned) with decode_clip's signature; tests use it to inject hangs.
     """
 
     def __init__(self, spec: DecodeSpec, workers: int = 2, timeout_s: float = DECODE_TIMEOUT_S,
-                 start_method: str = "spawn", decode_fn=decode_clip):
+                 start_method: str = "spawn", decode_fn=decode_clip, segments: SegmentSpec | None = None):
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
         if timeout_s <= 0:
             raise ValueError(f"decode timeout must be > 0 s, got {timeout_s}")
         self.spec, self.n_workers, self.timeout_s = spec, workers, timeout_s
-        self.decode_fn = decode_fn
+        self.decode_fn, self.segments = decode_fn, segments
         self._ctx = mp.get_context(start_method)
         self._workers: list[_Worker] = []
         self.restarts = 0
 
     def __enter__(self) -> "DecodePool":
-        self._workers = [_Worker(self._ctx, self.spec, self.decode_fn) for _ in range(self.n_workers)]
+        self._workers = [_Worker(self._ctx, self.spec, self.segments, self.decode_fn) for _ in range(self.n_workers)]
         return self
 
     def __exit__(self, *exc) -> None:
@@ -190,7 +252,7 @@ class DecodePool:
 
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
-        self._workers[self._workers.index(worker)] = _Worker(self._ctx, self.spec, self.decode_fn)
+        self._workers[self._workers.index(worker)] = _Worker(self._ctx, self.spec, self.segments, self.decode_fn)
         self.restarts += 1
 
     def imap(self, paths: Iterable[str]) -> "DecodeStream":
@@ -212,14 +274,14 @@ class DecodeStream:
         self.pool, self.todo = pool, iter(paths)
         self.exhausted = False  # every path handed out
         self.results: deque[DecodeResult] = deque()
+        self._inline: Iterator | None = None  # workers=0: the messages of the path being decoded here
 
     def __iter__(self) -> "DecodeStream":
         return self
 
     def __next__(self) -> DecodeResult:
         if self.pool.n_workers == 0:  # in this process, no deadline
-            path = next(self.todo)
-            return _decode_to_result(str(path), self.pool.spec, self.pool.decode_fn)
+            return self._next_inline()
         while not self.results:
             self._hand_out()
             busy = self._busy()
@@ -228,6 +290,17 @@ class DecodeStream:
             deadline = min(w.started + self.pool.timeout_s for w in busy)
             self._collect(busy, max(0.0, deadline - time.perf_counter()))
         return self.results.popleft()
+
+    def _next_inline(self) -> DecodeResult:
+        pool = self.pool
+        while True:
+            if self._inline is None:
+                path = next(self.todo)  # StopIteration ends the stream
+                self._inline = decode_path(str(path), pool.spec, pool.segments, pool.decode_fn)
+            for message in self._inline:
+                if isinstance(message, DecodeResult):
+                    return message
+            self._inline = None
 
     def ready(self) -> bool:
         if self.pool.n_workers == 0 or self.results:
@@ -253,26 +326,43 @@ class DecodeStream:
                     worker.give(str(path))
 
     def _collect(self, busy: list[_Worker], timeout: float) -> None:
-        """Take the results that arrive within `timeout` s; a decoder that died or overran its
-        deadline is replaced and its clip becomes an error result."""
-        pool = self.pool
+        """Take the messages that arrive within `timeout` s; a decoder that died or overran its
+        deadline is replaced and its clip (or its video's segments not sent yet) becomes error results."""
         for conn in wait([w.conn for w in busy], timeout=timeout):
             worker = next(w for w in busy if w.conn is conn)
             try:
-                self.results.append(conn.recv())
-                worker.path = None
+                message = conn.recv()
             except (EOFError, OSError):
                 worker.process.join(timeout=5)  # reap it, so its exit code is known
-                code = worker.process.exitcode
-                self.results.append(DecodeResult(worker.path, None,
-                                                 f"decoder process died ({_exit_reason(code)}): "
-                                                 f"the decoder crashed on this file",
-                                                 time.perf_counter() - worker.started))
-                pool._replace(worker)
+                self._lost(worker, f"decoder process died ({_exit_reason(worker.process.exitcode)}): "
+                                   "the decoder crashed on this file")
+                continue
+            worker.started = time.perf_counter()  # each message restarts the deadline
+            if isinstance(message, SegmentPlan):
+                worker.plan = message
+            elif isinstance(message, DecodeResult):
+                self.results.append(message)
+                if message.segment is not None:
+                    worker.next_segment = message.segment.index + 1
+                if message.last:
+                    worker.path, worker.plan = None, None
         now = time.perf_counter()
-        for worker in [w for w in busy if w.path is not None and now - w.started > pool.timeout_s]:
-            self.results.append(DecodeResult(worker.path, None,
-                                             f"decode timed out after {pool.timeout_s:g}s (decoder killed): the "
-                                             f"file is damaged, unreadable or too big for the time limit",
-                                             now - worker.started))
-            pool._replace(worker)
+        for worker in [w for w in busy if w.path is not None and now - w.started > self.pool.timeout_s]:
+            self._lost(worker, f"decode timed out after {self.pool.timeout_s:g}s (decoder killed): the file is "
+                               "damaged, unreadable or too big for the time limit")
+
+    def _lost(self, worker: _Worker, error: str) -> None:
+        """The worker died or hung on its path: error results for what it had not sent, then a new worker."""
+        seconds = time.perf_counter() - worker.started
+        plan = worker.plan
+        if plan is None:
+            self.results.append(DecodeResult(worker.path, None, error, seconds))
+        else:
+            count, first = len(plan.parts), worker.next_segment
+            for index in range(first, count):
+                part = plan.parts[index]
+                why = error if index == first else f"not decoded: the decoder was lost on segment {first} ({error})"
+                self.results.append(DecodeResult(worker.path, None, why, seconds if index == first else 0.0,
+                                                 segment=SegmentInfo(index, count, part.start_s, part.end_s),
+                                                 last=index == count - 1, scan_s=plan.scan_s))
+        self.pool._replace(worker)

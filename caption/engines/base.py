@@ -21,10 +21,12 @@ class Request:
     video_metadata: dict  # total_num_frames, fps, duration, frames_indices, ...
     context: dict = field(default_factory=dict)  # the job's own data, passed through untouched
     forced_output_tokens: int | None = None  # benchmarks only: generate exactly this many tokens (caption/forced_lengths.py)
+    segment: object = None  # the part of a long video the frames come from (video_io.segmenting.SegmentInfo)
 
     @property
     def request_id(self) -> str:
-        return f"{self.key}\x1f{self.task}\x1f{self.adapter or ''}"
+        part = "" if self.segment is None else f"\x1f{self.segment.index}"
+        return f"{self.key}{part}\x1f{self.task}\x1f{self.adapter or ''}"
 
 
 @dataclass

@@ -290,7 +290,8 @@ class VllmEngine:
         """Submit the ready requests, holding back a clip's followers until its leader has had a step;
         a request vLLM refuses (e.g. a prompt longer than max_model_len) comes back as an error."""
         for request in ready:
-            group = (request.key, request.adapter)  # adapters change the KV: no sharing across them
+            # one clip's (or segment's) requests share its video; adapters change the KV: no sharing across them
+            group = (request.key, None if request.segment is None else request.segment.index, request.adapter)
             if flight.leaders.get(group) == flight.steps and flight.inflight:
                 flight.waiting.append(request)  # its leader has not been through a step yet
                 continue

@@ -25,7 +25,7 @@ _END = object()
 def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job, supervisor, limits: PositionLimits,
                   done, tally) -> Iterator[dict]:
     """Decoded clips in, records out: a record per result, and error records for clips that did not
-    decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter) has its record;
+    decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter, segment) has its record;
     `supervisor`: the EngineSupervisor (caption/pipeline/supervisor.py) that owns the engine."""
     refused: deque[dict] = deque()
     requests = RequestIntake(decoded, keys, job, done, refused.append, tally, limits)
@@ -95,9 +95,11 @@ class RequestIntake:
             self.pending.extend(self._requests_of(result))
 
     def _requests_of(self, result: DecodeResult) -> list[Request]:
-        job, key = self.job, self.keys[result.path]
+        job, key, segment = self.job, self.keys[result.path], result.segment
+        if segment is not None and segment.index == 0:
+            self.tally.scan_s += result.scan_s
         if not result.ok:
-            for record in error_records(job, self.done, key, f"decode: {result.error}",
+            for record in error_records(job, self.done, key, f"decode: {result.error}", segment,
                                         decode_s=round(result.seconds, 4)):
                 self.emit(record)
             return []
@@ -107,17 +109,18 @@ class RequestIntake:
         budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
         refused = refusal(len(clip.frames), metadata, self.limits, budget)
         if refused is not None:
-            for record in error_records(job, self.done, key, f"refused before generation: {refused}",
+            for record in error_records(job, self.done, key, f"refused before generation: {refused}", segment,
                                         decode_s=round(clip.decode_seconds, 4), decoder=clip.backend):
                 self.emit(record)
             return []
         frames = apply_ablation(clip, job.ablation)
         context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
                    "frames": len(frames), "backend": clip.backend, "notes": clip.notes,
-                   "queued_at": time.perf_counter()}
+                   "queued_at": time.perf_counter(), **({"scan_s": result.scan_s} if segment is not None else {})}
+        index = None if segment is None else segment.index
         # the requests hold the frames; nothing else here may keep them alive
         return [Request(key=video, task=task, adapter=adapter, prompt=build_prompt(job.model.family, task),
-                        frames=frames, video_metadata=metadata, context=dict(context),
+                        frames=frames, video_metadata=metadata, context=dict(context), segment=segment,
                         forced_output_tokens=(job.forced_lengths.draw(video, task, adapter)
                                               if job.forced_lengths is not None else None))
-                for video, task, adapter in record_keys(job, key) if not self.done((video, task, adapter))]
+                for video, task, adapter, _ in record_keys(job, key) if not self.done((video, task, adapter, index))]

@@ -1,10 +1,14 @@
-"""The record format: one JSON object per (video, task, adapter), the one place its fields are made.
+"""The record format: one JSON object per (video, task, adapter) — per (video, segment, task, adapter)
+for a video split into segments — the one place its fields are made.
 
 Every record starts with `video` (so a cut-off last line can be told from another tool's text:
 RECORD_PREFIX), then task, adapter, status (ok | error), caption, error, the model and engine, and
-`settings` with its `settings_id` (how it was made: caption/fingerprint.py). A result adds what the
-engine and the decoder report. caption/records.py stores records, eval/ scores them and the review
-page (caption/report/) shows them, all through this module.
+`settings` with its `settings_id` (how it was made: caption/fingerprint.py). A segment's record adds
+`segment_index`, `segments` (how many the video has: what tells a resumed job whether the video is
+complete), `start_s` and `end_s` (seconds of the source video); a whole clip's record has none of
+them, as before segments existed. A result adds what the engine and the decoder report.
+caption/records.py stores records, eval/ scores them and the review page (caption/report/) shows
+them, all through this module.
 """
 
 from __future__ import annotations
@@ -12,14 +16,20 @@ from __future__ import annotations
 import re
 import time
 
-RecordKey = tuple[str, str, "str | None"]  # (video, task, adapter)
+RecordKey = tuple[str, str, "str | None", "int | None"]  # (video, task, adapter, segment index or None)
 STATUSES = ("ok", "error")
 # Every record this project writes starts with these bytes (`video` is the first key)
 RECORD_PREFIX = b'{"video": '
 
 
 def record_key(record: dict) -> RecordKey:
-    return record["video"], record.get("task", "caption"), record.get("adapter")
+    return record["video"], record.get("task", "caption"), record.get("adapter"), segment_index(record)
+
+
+def segment_index(record: dict) -> int | None:
+    """The record's segment, or None for a caption of the whole clip."""
+    value = record.get("segment_index")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def is_record(value) -> bool:
@@ -28,30 +38,43 @@ def is_record(value) -> bool:
             and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
 
 
-def record_keys(job, video: str) -> list[RecordKey]:
-    """One record per (video, task, adapter); adapter None is the base model."""
-    return [(video, task, adapter) for adapter in job.variants() for task in job.tasks]
+def record_keys(job, video: str, segments: int | None = None) -> list[RecordKey]:
+    """One record per (video, task, adapter), adapter None being the base model; per segment too for a
+    video split into `segments` (None: the whole clip)."""
+    parts = [None] if segments is None else range(segments)
+    return [(video, task, adapter, part) for part in parts for adapter in job.variants() for task in job.tasks]
 
 
-def base_record(job, video: str, task: str, adapter: str | None) -> dict:
+def segment_fields(segment) -> dict:
+    """A segment's fields in its records (segment: video_io.segmenting.SegmentInfo, or None)."""
+    if segment is None:
+        return {}
+    return {"segment_index": segment.index, "segments": segment.count,
+            "start_s": round(segment.start_s, 6), "end_s": round(segment.end_s, 6)}
+
+
+def base_record(job, video: str, task: str, adapter: str | None, segment=None) -> dict:
     """The fields every record has; `settings` says how it was made (caption/fingerprint.py)."""
-    return {"video": video, "task": task, "adapter": adapter, "status": None, "caption": None,
-            "error": None, "model": job.model.name, "engine": job.engine,
-            "settings_id": job.settings_ids[(task, adapter)], "settings": job.settings,
+    segmented = segment is not None
+    return {"video": video, **segment_fields(segment), "task": task, "adapter": adapter, "status": None,
+            "caption": None, "error": None, "model": job.model.name, "engine": job.engine,
+            "settings_id": job.settings_ids[(task, adapter, segmented)],
+            "settings": job.segment_settings if segmented else job.settings,
             **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
 
 
-def error_records(job, done, key: str, error: str, **extra) -> list[dict]:
-    """The error records of a clip: one per (task, adapter) that has no record yet."""
-    return [base_record(job, video, task, adapter) | {"status": "error", "error": error} | extra
-            for video, task, adapter in record_keys(job, key) if not done((video, task, adapter))]
+def error_records(job, done, key: str, error: str, segment=None, **extra) -> list[dict]:
+    """The error records of a clip (or of one segment of it): one per (task, adapter) without a record yet."""
+    index = None if segment is None else segment.index
+    return [base_record(job, video, task, adapter, segment) | {"status": "error", "error": error} | extra
+            for video, task, adapter, _ in record_keys(job, key) if not done((video, task, adapter, index))]
 
 
 def result_record(result, job) -> dict:
     """The record of an engine's Result (caption/engines/base.py): its caption or its error, and what
     the decoder and the engine measured."""
     r = result.request
-    record = base_record(job, r.key, r.task, r.adapter)
+    record = base_record(job, r.key, r.task, r.adapter, r.segment)
     caption, flags = (None, []) if result.error else clean_caption(result.text)
     record.update({
         "status": "error" if result.error else "ok",
@@ -67,6 +90,8 @@ def result_record(result, job) -> dict:
         "finish_reason": result.finish_reason,
         "decode_s": round(r.context.get("decode_s", 0.0), 4), "generate_s": round(result.generate_s, 4),
     })
+    if "scan_s" in r.context:  # finding the video's segments (shot detection), shared by its segments
+        record["scan_s"] = round(r.context["scan_s"], 4)
     optional = {"ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
                 "tpot_s": None if result.tpot_s is None else round(result.tpot_s, 5),
                 # from the clip's frames reaching the engine side to this record

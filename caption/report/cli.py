@@ -70,25 +70,26 @@ def thumbnail_priority(clip) -> tuple:
 
 
 def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict]:
-    """{video: {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip."""
+    """{clip key (ClipEntry.key): {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip
+    (each segment of a long video its own, from its own frames)."""
     out, candidates = {}, []
     for clip in clips:
         path = input_dir / clip.video
         if not clip.frame_indices:
             reason = next((r.get("error") for r in clip.records if r.get("error")), None)
-            out[clip.video] = {"tn": f"not decoded by the job: {reason}" if reason else
+            out[clip.key] = {"tn": f"not decoded by the job: {reason}" if reason else
                                "no frame_indices in the records"}
         elif not path.is_file():
-            out[clip.video] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
+            out[clip.key] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
         else:
             candidates.append(clip)
     if args.max_thumbs >= 0 and len(candidates) > args.max_thumbs:
         candidates.sort(key=thumbnail_priority)  # stable: path order among equals
         for clip in candidates[args.max_thumbs:]:
-            out[clip.video] = {"tn": f"thumbnails left out: {args.max_thumbs} clips get them (--max-thumbs), "
+            out[clip.key] = {"tn": f"thumbnails left out: {args.max_thumbs} clips get them (--max-thumbs), "
                                      "failed and lowest-scored first"}
         candidates = candidates[:args.max_thumbs]
-    jobs = [T.ThumbJob(c.video, str(input_dir / c.video), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
+    jobs = [T.ThumbJob(c.key, str(input_dir / c.video), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
                        c.decoder or "auto") for c in candidates]
     started = time.perf_counter()
     for k, result in enumerate(T.run_thumbnails(jobs, args.thumb_size, args.thumb_quality, args.workers,

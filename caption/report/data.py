@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption.pipeline.record import record_key
+from caption.pipeline.record import record_key, segment_index
 from eval.records import read_text
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
@@ -27,11 +27,22 @@ class ReportError(Exception):
 
 @dataclass
 class ClipEntry:
+    """A clip's records, or one segment's of a long video (shown after the video's earlier segments)."""
+
     video: str
     records: list[dict] = field(default_factory=list)  # one per (task, adapter), in file order
     frame_indices: list[int] | None = None
     decoder: str | None = None
     notes: list[str] = field(default_factory=list)
+    segment: tuple[int, float, float] | None = None  # (index, start_s, end_s) of a long video's segment
+
+    @property
+    def key(self) -> str:
+        """What the page calls the entry: the video, with the segment's times for a segment."""
+        if self.segment is None:
+            return self.video
+        index, start, end = self.segment
+        return f"{self.video} [{start:g}-{end:g} s]"
 
     @property
     def status(self) -> str:
@@ -99,10 +110,13 @@ def resolve_input_dir(records_path: Path, input_dir: Path | None) -> tuple[Path,
 
 
 def group_clips(records: list[dict]) -> list[ClipEntry]:
-    """One entry per video, sorted by path; frames come from the first record that has them."""
-    clips: dict[str, ClipEntry] = {}
+    """One entry per video, sorted by path, and per segment of a long video, in time order after the
+    video's whole-clip entry if it has one; frames come from the first record that has them."""
+    clips: dict[tuple, ClipEntry] = {}
     for record in records:
-        clip = clips.setdefault(record["video"], ClipEntry(record["video"]))
+        index = segment_index(record)
+        where = None if index is None else (index, float(record.get("start_s") or 0), float(record.get("end_s") or 0))
+        clip = clips.setdefault((record["video"], -1 if index is None else index), ClipEntry(record["video"], segment=where))
         clip.records.append(record)
         if clip.frame_indices is None and record.get("frame_indices"):
             clip.frame_indices = [int(i) for i in record["frame_indices"]]
@@ -112,7 +126,7 @@ def group_clips(records: list[dict]) -> list[ClipEntry]:
                 clip.notes.append(note)
     for clip in clips.values():
         clip.records.sort(key=lambda r: (str(r.get("task")), str(r.get("adapter") or "")))
-    return [clips[v] for v in sorted(clips)]
+    return [clips[k] for k in sorted(clips)]
 
 
 def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references",
@@ -124,7 +138,7 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references"
     adapter), else on `field_name`. Error records count as empty captions in the corpus score, as
     in caption-meteor; they get no per-caption score."""
     from eval.meteor import Scorer
-    from eval.records import NONE_LABEL, InputError, Prediction, match, read_references
+    from eval.records import NONE_LABEL, InputError, Prediction, match, read_references, span_of
 
     adapter_fields = dict(adapter_fields or {})
     scored = [r for r in (r for c in data.clips for r in c.records) if r.get("task", SCORED_TASK) == SCORED_TASK]
@@ -141,12 +155,13 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references"
         try:
             refs = first_refs if fname == field_name else read_references(refs_path, fname)
             preds = [Prediction(r["video"], r.get("caption"), r["status"], r.get("error"), r["_line"],
-                                label, r.get("task") or NONE_LABEL) for r in scored if r.get("adapter") == adapter]
+                                label, r.get("task") or NONE_LABEL, span=span_of(data.records_path, r["_line"], r))
+                     for r in scored if r.get("adapter") == adapter]
             matched = match(preds, refs, data.records_path, adapter=label,
                             task=SCORED_TASK if any(p.task == SCORED_TASK for p in preds) else None)
             hyps = []
             for ref in refs:
-                p = matched.by_video.get(ref.video)
+                p = matched.by_video.get(ref.key)
                 hyps.append(p.caption if p is not None and p.status == "ok" else "")
             hyp_toks, ref_toks = scorer.tokenize(hyps, [ref.references for ref in refs])
         except InputError as exc:
@@ -156,12 +171,12 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references"
             raise ReportError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
         result = scorer.corpus(hyp_toks, ref_toks)
         for ref, segment in zip(refs, result.segments):
-            p = matched.by_video.get(ref.video)
+            p = matched.by_video.get(ref.key)
             if p is not None and p.status == "ok":
                 by_line[p.line]["meteor"] = round(segment.score, 4)
                 by_line[p.line]["best_reference"] = ref.references[segment.best_ref]
         data.corpus.append({"adapter": adapter, "field": fname, "meteor": round(result.score, 4),
-                            "n": len(refs), "missing": sum(ref.video not in matched.by_video for ref in refs),
+                            "n": len(refs), "missing": sum(ref.key not in matched.by_video for ref in refs),
                             "extra": len(matched.extra)})
 
 

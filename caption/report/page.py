@@ -22,7 +22,7 @@ DEFAULT_PAGE_SIZE = 50
 def clip_payload(clip: ClipEntry, thumbs: dict | None, placeholders: dict[str, int]) -> dict:
     records = [shown_record(r) for r in clip.records]
     scores = [r["meteor"] for r in records if "meteor" in r]
-    out = {"v": clip.video, "s": clip.status, "r": records}
+    out = {"v": clip.key, "s": clip.status, "r": records}
     if scores:
         out["score"] = min(scores)  # sort key: the clip's worst caption
     if clip.decoder:
@@ -38,7 +38,7 @@ def clip_payload(clip: ClipEntry, thumbs: dict | None, placeholders: dict[str, i
 
 def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size: int = DEFAULT_PAGE_SIZE) -> str:
     placeholders: dict[str, int] = {}
-    clips = [clip_payload(c, thumbs.get(c.video), placeholders) for c in data.clips]
+    clips = [clip_payload(c, thumbs.get(c.key), placeholders) for c in data.clips]
     payload = {
         "title": meta.get("title") or f"Caption review: {data.records_path.name}",
         "records_file": str(data.records_path),

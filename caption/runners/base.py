@@ -3,18 +3,27 @@ and closing everything it started."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Protocol
+from typing import Iterator, Protocol
 
 Todo = list[tuple[str, object]]  # (key: the clip's path relative to input_dir, path)
+
+
+class Written(Protocol):
+    """What the job has written (caption/records.py RecordStore)."""
+
+    segments: dict[str, int]  # video -> how many segments its records say it has
+
+    def done(self, key: tuple) -> bool:
+        """Whether (video, task, adapter, segment index or None) has its record."""
 
 
 class Runner(Protocol):
     def start(self) -> None:
         """Start decoders and engines (the slow part: seconds to minutes)."""
 
-    def records(self, todo: Todo, done: Callable[[tuple], bool], tally) -> Iterator[dict]:
-        """Records of the clips in `todo`, as they come; `done(key)` says which (video, task, adapter)
-        already has one; `tally` (caption/summary.py JobTally) counts decoding and engine failures."""
+    def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:
+        """Records of the clips in `todo`, as they come; `store` says which records are written already;
+        `tally` (caption/summary.py JobTally) counts decoding and engine failures."""
 
     def stats(self) -> dict:
         """The runner's and its engines' figures for the summary."""

@@ -8,7 +8,7 @@ from typing import Iterator
 from caption.admission import PositionLimits
 from caption.pipeline.intake import caption_clips
 from caption.pipeline.supervisor import EngineSupervisor
-from caption.runners.base import Todo
+from caption.runners.base import Todo, Written
 from video_io.workers import DecodePool
 
 
@@ -20,14 +20,14 @@ class LocalRunner:
     def start(self) -> None:
         job = self.job
         # decoder processes start (spawned: seconds of imports each) while the engine loads
-        self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s).__enter__()
+        self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s, segments=job.segments).__enter__()
         self.supervisor.start()
 
-    def records(self, todo: Todo, done, tally) -> Iterator[dict]:
+    def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:
         job = self.job
         paths = {str(path): key for key, path in todo}
         limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        yield from caption_clips(self.pool.imap(paths), paths, job, self.supervisor, limits, done, tally)
+        yield from caption_clips(self.pool.imap(paths), paths, job, self.supervisor, limits, store.done, tally)
 
     def stats(self) -> dict:
         return {"runner": "local", **self.supervisor.stats()}

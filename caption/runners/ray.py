@@ -68,25 +68,29 @@ class RayRunner:
                                "fewer GPUs (gpu.tensor_parallel_size)")
         return gpus // plan.tensor_parallel_size
 
-    def records(self, todo: list[tuple[str, object]], done, tally) -> Iterator[dict]:
+    def records(self, todo: list[tuple[str, object]], store, tally) -> Iterator[dict]:
         from ray.data import DataContext
 
         context = DataContext.get_current()
         tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
+        done = store.done
         try:
             for attempt in range(1 + self.settings.max_retries):
-                pending = [(key, path) for key, path in todo if _undone(self.job, key, done)]
+                pending = [(key, path) for key, path in todo if _undone(self.job, key, store)]
                 if not pending:
                     return
                 self.passes = attempt + 1
-                for row in self._dataset(pending, done).iter_rows():
+                for row in self._dataset(pending, store).iter_rows():
                     tally.decode_s += float(row["decode_s"])
+                    tally.scan_s += float(row["scan_s"])
                     tally.engine_failures += json.loads(row["engine_failures"])
                     self.seen.add(str(row["actor"]))
                     yield from json.loads(row["records"])
         finally:
             context.max_errored_blocks = tolerated
-        for key, _ in todo:
+        for key, _ in todo:  # a video whose segments came back only in part gets one error for the rest
+            if not _undone(self.job, key, store):
+                continue
             lost = error_records(self.job, done, key,
                                  f"generate: lost: the engine actor holding this clip died or failed in each of "
                                  f"{self.passes} attempt(s) (runner.max_retries={self.settings.max_retries}); "
@@ -94,12 +98,13 @@ class RayRunner:
             self.lost += bool(lost)
             yield from lost
 
-    def _dataset(self, pending: list[tuple[str, object]], done):
+    def _dataset(self, pending: list[tuple[str, object]], store):
         import ray
 
         job, s = self.job, self.settings
         rows = [{"key": key, "path": str(path),
-                 "done": json.dumps([k for k in record_keys(job, key) if done(k)])} for key, path in pending]
+                 "done": json.dumps([k for k in record_keys(job, key, store.segments.get(key)) if store.done(k)])}
+                for key, path in pending]
         # one block per clip, so each clip travels (and a batch comes back) on its own
         decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // s.decode_cpus))
         decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
@@ -128,8 +133,8 @@ class RayRunner:
             self.started_ray = False
 
 
-def _undone(job: JobConfig, key: str, done) -> bool:
-    return not all(done(k) for k in record_keys(job, key))
+def _undone(job: JobConfig, key: str, store) -> bool:
+    return not all(store.done(k) for k in record_keys(job, key, store.segments.get(key)))
 
 
 class _Decoder:
@@ -140,13 +145,16 @@ class _Decoder:
     def __init__(self, job: JobConfig):
         from video_io.workers import DecodePool
 
-        self.pool = DecodePool(job.decode, 1, job.decode_timeout_s).__enter__()
+        self.pool = DecodePool(job.decode, 1, job.decode_timeout_s, segments=job.segments).__enter__()
 
     def __call__(self, batch: dict) -> dict:
-        paths = [str(p) for p in batch["path"]]
-        results = {r.path: r for r in self.pool.imap(paths)}
-        return {"key": batch["key"], "done": batch["done"],
-                "decoded": np.array([pickle.dumps(results[p]) for p in paths], dtype=object)}
+        """A row per result: one for a clip, one per segment of a long video (each travels on its own)."""
+        row_of = {str(p): i for i, p in enumerate(batch["path"])}
+        results = list(self.pool.imap(list(row_of)))
+        rows = [row_of[r.path] for r in results]
+        return {"key": np.array([batch["key"][i] for i in rows], dtype=object),
+                "done": np.array([batch["done"][i] for i in rows], dtype=object),
+                "decoded": np.array([pickle.dumps(r) for r in results], dtype=object)}
 
     def __del__(self):
         self.pool.close()
@@ -194,7 +202,7 @@ class _CaptionActor:
 
         decoded = [pickle.loads(b) for b in batch["decoded"]]
         keys = {d.path: str(key) for d, key in zip(decoded, batch["key"])}
-        done = {tuple(k) for dump in batch["done"] for k in json.loads(dump)}
+        done = {tuple(k) for dump in batch["done"] for k in json.loads(dump)}  # (video, task, adapter, segment)
         tally = JobTally()
         try:
             records = list(caption_clips(decoded, keys, self.job, self.supervisor, self.limits,
@@ -204,5 +212,5 @@ class _CaptionActor:
             # driver retries the batch's clips in its next pass
             os._exit(1)
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
-                "decode_s": np.array([tally.decode_s]), "actor": np.array([self.name], dtype=object),
+                "decode_s": np.array([tally.decode_s]), "scan_s": np.array([tally.scan_s]), "actor": np.array([self.name], dtype=object),
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}

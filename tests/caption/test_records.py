@@ -28,8 +28,8 @@ def test_resume_keeps_records_and_repairs_a_cut_off_line(tmp_path):
         f.write('{"video": "c.mp4", "task": "capt')  # kill -9 in the middle of a write
     store = RecordStore.open(path, resume=True)
     assert store.repaired_bytes > 0
-    assert store.done(("a.mp4", "caption", None)) and store.done(("b.mp4", "caption", None))
-    assert not store.done(("c.mp4", "caption", None))
+    assert store.done(("a.mp4", "caption", None, None)) and store.done(("b.mp4", "caption", None, None))
+    assert not store.done(("c.mp4", "caption", None, None))
     store.write(_rec("c.mp4"))
     store.close()
     assert [r["video"] for r in _lines(path)] == ["a.mp4", "b.mp4", "c.mp4"]
@@ -42,7 +42,7 @@ def test_retry_errors_replaces_error_records(tmp_path):
         store.write(record)
     store.close()
     store = RecordStore.open(path, resume=True, retry_errors=True)
-    assert store.done(("a.mp4", "caption", None)) and not store.done(("b.mp4", "caption", None))
+    assert store.done(("a.mp4", "caption", None, None)) and not store.done(("b.mp4", "caption", None, None))
     store.write(_rec("b.mp4"))
     store.close()
     records = _lines(path)
@@ -122,7 +122,7 @@ def test_file_names_that_are_not_utf8_round_trip_through_resume(tmp_path):
     store.write(_rec("서울_야경.mp4"))
     store.close()
     store = RecordStore.open(path, resume=True)
-    assert store.done((name, "caption", None)) and store.done(("서울_야경.mp4", "caption", None))
+    assert store.done((name, "caption", None, None)) and store.done(("서울_야경.mp4", "caption", None, None))
     store.close()
     assert "서울_야경.mp4" in path.read_text(encoding="utf-8")  # readable names stay readable
 

@@ -63,32 +63,37 @@ def _records(path):
 
 
 @pytest.mark.slow
-def test_ray_runner_writes_the_local_runners_greedy_captions(clips, compose_config, vllm_engine, tmp_path):
+def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, compose_config, vllm_engine, tmp_path):
     from caption.job import run_job
 
     folder = clips(3)
+    shutil.copy(long_dir / "long_00000.mp4", folder)  # split at its 3 shots: a record per segment
+    segments = ["video.segments=auto", "video.segment_over_s=8"]
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
-    run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null"]),
+    run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null", *segments]),
             engine=vllm_engine)
-    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *RAY], tmp_path, on_ray)
+    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY], tmp_path, on_ray)
     assert status == 0, err[-3000:]
-    assert summary["exit_status"] == 0 and summary["captions_ok"] == 6 and summary["runner"] == "ray"
+    assert summary["exit_status"] == 0 and summary["captions_ok"] == 12 and summary["runner"] == "ray"
+    assert summary["segments_run"] == 3 and summary["videos_segmented"] == 1 and summary["scan_s_total"] > 0
     # no engine ran in the driver: no stage breakdown rather than one claiming the engine sat idle
     assert summary["stages_s"] is None and summary["engine_idle_fraction"] is None
     assert summary["decode_workers"] is None  # decoding ran in Ray actors, not the local pool
     records = _records(on_ray)
-    assert len({(r["video"], r["task"]) for r in records}) == len(records) == 6
-    local_captions = {r["video"]: r["caption"] for r in _records(local)}
-    assert {r["video"]: r["caption"] for r in records if r["task"] == "caption"} == local_captions
+    assert len({(r["video"], r.get("segment_index"), r["task"]) for r in records}) == len(records) == 12
+    local_captions = {(r["video"], r.get("segment_index")): r["caption"] for r in _records(local)}
+    assert {(r["video"], r.get("segment_index")): r["caption"] for r in records if r["task"] == "caption"} == \
+        local_captions
     assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
     # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
     cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
     # resume: the same command again finds nothing to do and changes nothing
     before = on_ray.read_bytes()
-    status, again, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *RAY], tmp_path, on_ray)
+    status, again, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY], tmp_path,
+                                  on_ray)
     assert status == 0, err[-3000:]
-    assert again["videos_skipped_resume"] == 3 and again["videos_run"] == 0 and on_ray.read_bytes() == before
+    assert again["videos_skipped_resume"] == 4 and again["videos_run"] == 0 and on_ray.read_bytes() == before
 
 
 def _cpu_seconds(pid):

@@ -39,9 +39,11 @@ def test_records_without_settings_are_not_taken_for_this_jobs(tmp_path):
     out.write_text(json.dumps({"video": "a.mp4", "task": "caption", "adapter": None, "status": "ok",
                                "caption": "x", "error": None}) + "\n")
     with pytest.raises(OutputRefused, match="carry no settings .* add_beside=true"):
-        check_settings(out, {("caption", None): "abc"}, {"engine": "vllm"}, add_beside=False)
-    check_settings(out, {("caption", None): "abc"}, {"engine": "vllm"}, add_beside=True)  # asked for: no refusal
-    check_settings(out, {("keywords", None): "abc"}, {"engine": "vllm"}, add_beside=False)  # not this job's task
+        check_settings(out, {("caption", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=False)
+    # asked for: no refusal
+    check_settings(out, {("caption", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=True)
+    # not this job's task
+    check_settings(out, {("keywords", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=False)
     assert differences({"engine": "vllm", "sampling": "greedy"}, {"engine": "hf", "sampling": "greedy"}) == \
         ["engine vllm -> hf"]
 

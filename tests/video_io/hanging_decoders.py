@@ -23,3 +23,10 @@ def slow_on_name(path, spec):
     if "slow" in os.path.basename(path):
         time.sleep(1.5)
     return decode_clip(path, spec)
+
+
+def crash_in_third_segment(path, spec):
+    """Dies (as native code does) on the segment that starts between 15 and 30 s of a long video."""
+    if spec.window is not None and 15.0 <= spec.window[0] < 30.0:
+        os._exit(11)
+    return decode_clip(path, spec)

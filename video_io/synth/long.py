@@ -2,6 +2,7 @@
 and fades through black, with the true cut times and each scene's reference captions.
 
     caption-synth-long --out data/long --n 4 --seed 0 [--scenes 6 --scene-seconds 4-10 --size 112x112 --fps 8]
+    caption-synth-long --out data/long-clips --n 4 --seed 0 --style clip    # caption-synth's pictures
     caption-synth-long --out data/long1080 --n 1 --size 1920x1080 --fps 30 --seconds 60 --mbps 16
 
 Scene j of video v is caption-synth clip `v * 1000 + j'` of the same seed (its attributes and
@@ -10,6 +11,10 @@ a textured panorama with a slow pan, the object crossing it, sensor grain. j' sk
 background (scene, time of day, weather) equals the previous scene's, so every cut changes what
 the picture shows. Video v depends only on (seed, v) and the options; the same seed gives the same
 bytes (x264 on one thread, without mbtree, as caption-synth).
+
+Each scene's references also go to <out>/references.jsonl, one line per scene with its times
+({"video", "start_s", "end_s", "clip", "references"}), which caption-meteor and the caption job
+score a segment's caption against (eval/records.py match).
 
 Ground truth, one JSON line per video in <out>/scenes.jsonl:
   {"video", "duration_s", "fps", "frames", "width", "height",
@@ -36,11 +41,13 @@ import numpy as np
 
 from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
+from video_io.synth.dataset import REFERENCES_FILE, SynthSpec, make_clip, rgb_to_yuv420p
 from video_io.synth.footage import FootageScene, FootageSpec
 from video_io.synth.mux import encode_all
 
 SCENES_FILE = "scenes.jsonl"
 KINDS = ("cut", "dissolve", "fade")
+STYLES = ("footage", "clip")
 CLIPS_PER_VIDEO = 1000  # clip indices v*1000 .. v*1000+999 belong to video v
 
 
@@ -63,6 +70,9 @@ class LongSpec:
     mbps: float | None = None  # average bitrate instead of constant quality (camera-like files)
     preset: str = "fast"
     gop_s: float = 2.0
+    # "footage": each scene drawn as caption-footage draws it (texture, pan, grain); "clip": as caption-synth
+    # draws its clips, the pictures the embedded model was trained on (what per-segment METEOR is measured on)
+    style: str = "footage"
 
     def __post_init__(self):
         if self.width % 2 or self.height % 4 or self.width < 32 or self.height < 32:
@@ -75,6 +85,8 @@ class LongSpec:
                              f"({self.transition_s[1]} s), got {self.scene_s}")
         if self.fps <= 0 or self.n_scenes < 1 or (self.seconds is not None and self.seconds <= 0):
             raise ValueError("fps, n_scenes and seconds must be > 0")
+        if self.style not in STYLES:
+            raise ValueError(f"style must be one of {', '.join(STYLES)}, got {self.style!r}")
 
 
 @dataclass(frozen=True)
@@ -173,11 +185,18 @@ class _Scenes:
             for old in [s for s in self.made if s < k - 1]:
                 del self.made[old]
             first, end = self.plan.visible(k)
-            footage = FootageSpec(self.spec.width, self.spec.height, self.spec.fps, (end - first) / self.spec.fps,
-                                  "h264", gop=1)
-            scene = FootageScene(self.seed, self.plan.clips[k], footage)
-            self.made[k] = (scene, np.random.default_rng(scene.grain_seed), first, end - first)
+            if self.spec.style == "clip":  # caption-synth's clip, its frames spread over the scene
+                _, _, frames = make_clip(self.seed, self.plan.clips[k],
+                                         SynthSpec(n_frames=end - first, width=self.spec.width, height=self.spec.height))
+                self.made[k] = (frames, None, first, end - first)
+            else:
+                footage = FootageSpec(self.spec.width, self.spec.height, self.spec.fps, (end - first) / self.spec.fps,
+                                      "h264", gop=1)
+                scene = FootageScene(self.seed, self.plan.clips[k], footage)
+                self.made[k] = (scene, np.random.default_rng(scene.grain_seed), first, end - first)
         scene, grain, first, n = self.made[k]
+        if grain is None:
+            return rgb_to_yuv420p(scene[i - first].astype(np.float32))
         return scene.frame(i - first, n, grain)
 
 
@@ -245,17 +264,31 @@ def generate_long(out_dir: Path, n: int, seed: int, spec: LongSpec = LongSpec(),
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     truth, partial = out_dir / SCENES_FILE, out_dir / (SCENES_FILE + ".partial")
-    with open(partial, "w", encoding="utf-8") as lines:  # renamed once whole
+    refs, refs_partial = out_dir / REFERENCES_FILE, out_dir / (REFERENCES_FILE + ".partial")
+    with open(partial, "w", encoding="utf-8") as lines, open(refs_partial, "w", encoding="utf-8") as ref_lines:
         for video in range(start, start + n):
             plan = plan_video(seed, video, spec)
             write_video(out_dir / video_name(video), seed, plan, spec)
             record = ground_truth(video_name(video), seed, plan, spec)
             lines.write(json.dumps(record, ensure_ascii=False) + "\n")
+            for scene in record["scenes"]:
+                ref_lines.write(json.dumps(scene_references(record["video"], scene, spec), ensure_ascii=False) + "\n")
             if log:
                 log(f"{record['video']}: {record['duration_s']:.1f} s, {len(record['scenes'])} scenes, "
                     f"cuts {[c['kind'] for c in record['cuts']]}")
+    refs_partial.replace(refs)  # both renamed once whole
     partial.replace(truth)
     return truth
+
+
+def scene_references(video: str, scene: dict, spec: LongSpec) -> dict:
+    """A references.jsonl line for one scene (caption-meteor and the job score each segment's caption
+    against the scene it overlaps most). Drawn as caption-synth draws its clips, the scenes are what
+    the embedded model knows: those lines carry the attributes, as caption-synth's do
+    (video_io/synth/dataset.py is_synth_folder)."""
+    known = {"attributes": scene["attributes"]} if spec.style == "clip" else {}
+    return {"video": video, "start_s": scene["start_s"], "end_s": scene["end_s"], "clip": scene["clip"],
+            **known, "references": scene["references"]}
 
 
 def read_truth(folder: Path) -> list[dict]:
@@ -291,13 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crf", type=int, default=LongSpec.crf, help="x264 constant quality")
     parser.add_argument("--mbps", type=float, help="average bitrate instead of --crf (1080p30 camera: ~16)")
     parser.add_argument("--preset", default=LongSpec.preset, help="x264 preset")
+    parser.add_argument("--style", choices=STYLES, default=LongSpec.style,
+                        help="footage: scenes drawn as caption-footage draws them; clip: as caption-synth draws "
+                             "its clips (the embedded model's pictures)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
     try:
         mix = tuple(float(p) for p in args.mix.split(","))
         spec = LongSpec(args.size[0], args.size[1], args.fps, args.scenes, args.scene_seconds,
-                        args.transition_seconds, mix, args.seconds, args.crf, args.mbps, args.preset)
+                        args.transition_seconds, mix, args.seconds, args.crf, args.mbps, args.preset,
+                        style=args.style)
         if len(mix) != 3 or min(mix) < 0 or not sum(mix):
             raise ValueError(f"--mix needs three non-negative probabilities, got {args.mix!r}")
     except ValueError as exc:
