@@ -1,4 +1,4 @@
-"""Everything the README lists for a GPU machine, in one go, into one report (needs an NVIDIA GPU).
+"""Everything docs/development.md lists for a GPU machine, in one go, into one report (needs an NVIDIA GPU).
 
     caption-bench gpu                      # the tier nvidia-smi's card is; report in data/bench/gpu
     caption-bench gpu --tier h100 --skip engines
@@ -149,5 +149,5 @@ def run(args) -> int:
     jobs = [s for s in steps if "videos_per_s" in s]
     write_results(args.out, "gpu", {"tier": tier, "clips": args.n, "steps": steps}, lines,
                   bars([s["step"] for s in jobs], {"videos/s": [s["videos_per_s"] for s in jobs]}, "videos/s (whole job)")
-                  if jobs else None, f"the README's GPU checks on one card, as tier {tier}")
+                  if jobs else None, f"the GPU checks (docs/development.md) on one card, as tier {tier}")
     return 0 if all(s["exit_code"] == 0 for s in steps) else 1

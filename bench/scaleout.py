@@ -1,7 +1,7 @@
 """Where the bottleneck sits as GPUs are added: decoding (CPU) against generation (GPU).
 
 A back-of-the-envelope model, no measurement: each GPU's engine captions R clips/s (the design's tier
-targets, README "GPU tiers"); each clip costs D core-seconds to decode (issue 12's measurements through
+targets, docs/tiers.md "Tiers"); each clip costs D core-seconds to decode (issue 12's measurements through
 the real job: ~1.0 for a 1080p H.264 clip with decord, 3.4 for a 10-s 4K HEVC clip and 7-10 for a 20-s
 one with PyAV, 8 frames each). Keeping one GPU busy then needs R x D cores of decoding plus one core for
 the engine process; a machine with G GPUs and C cores captions min(G x R, (C - G) / D) clips/s, and N

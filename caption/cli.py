@@ -1,5 +1,5 @@
 """`caption`: the Hydra entry point. Compose the config, run the job, report, exit with a status a
-scheduler can use (caption/outcome.py lists them; the README too).
+scheduler can use (caption/outcome.py lists them; docs/robustness.md too).
 
     caption input_dir=clips/ output=captions.jsonl [engine=hf] [video=fps] [gpu=cpu]
 

@@ -47,11 +47,13 @@ class ForcedLengths:
             raise ValueError(f"need 1 <= min <= max, got min={lengths.min} max={lengths.max}")
         return lengths
 
-    def draw(self, video: str, task: str, adapter: str | None) -> int:
-        """n for one request: two uniforms from a hash of the request's identity, Box-Muller to a
-        standard normal z, exp(ln(median) + sigma * z), rounded and clipped."""
-        digest = hashlib.sha256(f"{self.seed}\x1f{video}\x1f{task}\x1f{adapter or ''}".encode("utf-8",
-                                                                                            "surrogateescape"))
+    def draw(self, video: str, task: str, adapter: str | None, segment: int | None = None) -> int:
+        """n for one request: two uniforms from a hash of the request's identity (a long video's segment
+        is a request of its own), Box-Muller to a standard normal z, exp(ln(median) + sigma * z), rounded
+        and clipped."""
+        part = "" if segment is None else f"\x1f{segment}"
+        digest = hashlib.sha256(f"{self.seed}\x1f{video}\x1f{task}\x1f{adapter or ''}{part}".encode("utf-8",
+                                                                                                    "surrogateescape"))
         a, b = struct.unpack("<QQ", digest.digest()[:16])
         u1, u2 = (a + 1) / 2**64, b / 2**64  # u1 in (0, 1]: log(u1) is finite
         z = math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)

@@ -65,7 +65,7 @@ def make_job_plan(job: JobConfig) -> Plan:
     checkpoint = plan.model_path or ""
     if checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir() and not job.plan_only:
         raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
-                          "caption-quantize (README, 'Quantization'), or set quant.checkpoint")
+                          "caption-quantize (docs/tiers.md), or set quant.checkpoint")
     return plan
 
 
@@ -143,14 +143,14 @@ def foreign_footage_warnings(job: JobConfig) -> list[str]:
 
 
 def speculation_warnings(job: JobConfig, plan: Plan) -> list[str]:
-    """Speculative decoding where it is not expected to pay (README "Speculative decoding", bench_spec)."""
+    """Speculative decoding where it is not expected to pay (docs/serving.md "Speculative decoding", caption-bench spec)."""
     if job.speculative is None:
         return []
     method = job.speculative["method"]
     warnings = []
     if plan.tier == "cpu":
         warnings.append(f"spec={method} on the cpu tier: measured 0.45-0.97x of the speed without it on the "
-                        "embedded model (README, 'Speculative decoding'): it pays where a large target is "
+                        "embedded model (docs/serving.md, 'Speculative decoding'): it pays where a large target is "
                         "memory-bound on a GPU; the summary's spec_acceptance_rate says what it did")
     if method == "ngram":
         warnings.append("spec=ngram proposes only tokens that repeat the prompt's text, which video captions "
@@ -193,11 +193,11 @@ def auto_decode_workers(device: str, cpus: int) -> int:
     """`video.workers=auto`: decoder processes for the local runner on a machine with `cpus` CPUs.
 
     On a GPU the engine computes elsewhere, and decoding bounds the job unless it has the cores: a
-    1080p clip costs ~0.27 core-seconds in the default seek mode (README "Decoding"), so the design's
+    1080p clip costs ~0.27 core-seconds in the default seek mode (docs/decoding.md "Cost"), so the design's
     50 clips/s on an H100 needs ~14 cores decoding. Every CPU but two, then: one for this process
     (prompts, vLLM's multimodal processor, records) and one for the engine's own process. On the cpu
     tier the engine computes with one thread per core; 2 decoders kept it busy (engine idle ~5%,
-    README "Engine benchmark") and more would take cores from it. (runner=ray sizes its decoding
+    docs/benchmarks.md "Engines") and more would take cores from it. (runner=ray sizes its decoding
     actors from the cluster instead: runner.decode_cpus.)"""
     if device == "cuda":
         return max(1, cpus - 2)

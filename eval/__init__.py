@@ -7,5 +7,5 @@ on Korean morphemes.
 * ``eval.cli``: the ``caption-meteor`` command;
 * ``eval/meteor_ko``: the same metric as a Hugging Face ``evaluate`` module.
 
-See the README, section 'METEOR'.
+See docs/meteor.md.
 """

@@ -5,7 +5,7 @@ its prompt, stop strings, processor arguments, the planner's parameter and video
 modules quantization leaves alone, what the engines must know (position limits, GPU support, a
 transformers fix) and how caption-make-model writes a random-weight checkpoint of it. Every module
 here is a family (base.py aside); helpers shared by some families live in families/common/. Adding a family is one module
-here plus one preset in conf/model/ (README "Adding a model family");
+here plus one preset in conf/model/ (docs/model-families.md "Adding a model family");
 tests/families/test_registry.py checks both.
 """
 

@@ -1,7 +1,7 @@
 """Plans from the command line, without Hydra or a model:
 
     python -m quant.cli plan --model qwen2_5_vl_7b_awq --gpu l4 [--quant auto --priority memory --engine vllm]
-    python -m quant.cli table        # the tiers table in the README's 'GPU tiers' section (Qwen2.5-VL-7B, 16 frames of 448x448)
+    python -m quant.cli table        # the tiers table of docs/tiers.md (Qwen2.5-VL-7B, 16 frames of 448x448)
     python -m quant.cli presets      # the model presets table: parameters, weights, KV cache, video tokens
 """
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, help="default: the job's default sampling preset's")
     p.add_argument("--device-vram-gib", type=float, help="the real GPU's total memory, GiB")
     p.add_argument("--cap-to-tier", action="store_true", help="rehearse --gpu on a bigger device")
-    t = sub.add_parser("table", help="print the README tiers table")
+    t = sub.add_parser("table", help="print the tiers table (docs/tiers.md)")
     t.add_argument("--model", default="qwen2_5_vl_7b", choices=presets.options("model"))
     sub.add_parser("presets", help="print the model presets table")
     args = parser.parse_args(argv)

@@ -109,7 +109,7 @@ def _arch(model: dict) -> dict:
     arch = model.get("arch")
     if not arch:
         raise PlanError(f"model preset {model.get('name', '?')!r} has no `arch:` block (layers, heads, vision "
-                        "sizes): add one to its conf/model yaml (the README's 'GPU tiers' section lists the keys)")
+                        "sizes): add one to its conf/model yaml (docs/tiers.md lists the keys)")
     missing = [key for key in REQUIRED_ARCH if arch.get(key) is None]
     if missing:
         raise PlanError(f"`model.arch` of {model.get('name', '?')!r} lacks {', '.join(missing)}: copy them from "

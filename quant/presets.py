@@ -1,5 +1,5 @@
 """Read one option of a config group (conf/<group>/<option>.yaml) as a plain dict, outside a job: for
-the quant CLI, the README tables and tests.
+the quant CLI, the generated docs tables (tools/docsgen) and tests.
 
 Hydra composes it, as it does for the job (`+<group>=<option>` with no primary config), so a preset's
 `defaults:` list (conf/model/*_awq.yaml extend their bf16 base) means exactly what it means in a job.

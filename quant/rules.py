@@ -1,6 +1,6 @@
 """Which quantization, and whether model + engine + quantization + tier can work together.
 
-The rule (README, "Choosing the quantization"): <=16 GiB nf4 with double quant; <=24 GiB AWQ if quality first
+The rule (docs/tiers.md, "Choosing the quantization"): <=16 GiB nf4 with double quant; <=24 GiB AWQ if quality first
 else nf4; <=40 GiB int8 if quality first else AWQ; above that 16-bit if quality first else AWQ.
 
 What each engine can run (vLLM 0.32, transformers 5.19, bitsandbytes 0.50.2), and so what is checked:

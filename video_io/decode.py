@@ -2,7 +2,7 @@
 
 `backend=auto` is PyAV: frame-accurate for every codec FFmpeg decodes (frames matched by
 timestamp), it turns rotated clips upright, and it is the faster decoder here in every seek mode
-(README "Decoding": 1080p H.264, 8 frames, one core: keyframe 0.25 s against decord's 0.46 s,
+(docs/decoding.md "Cost": 1080p H.264, 8 frames, one core: keyframe 0.25 s against decord's 0.46 s,
 exact 1.44 s against 2.27 s). `backend=decord` (the maintained `decord2` package, FFmpeg 8) stays
 for comparison; it returns neighbouring frames in HEVC and MPEG-4 with B-frames and refuses
 rotated clips (DECORD_EXACT_CODECS). `backend=nvdec` is the PyAV path with the GPU's decoder

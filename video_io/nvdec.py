@@ -1,7 +1,7 @@
 """NVDEC, the GPU's video decoder, through FFmpeg's CUDA hwaccel in PyAV (`video.backend=nvdec`).
 
 Decoding on the GPU takes the per-frame work off the CPU: a 4K HEVC I-frame costs ~0.15 s of one
-core in software here (README "Decoding"). The frames, seeks and records stay those of the PyAV
+core in software here (docs/decoding.md "Cost"). The frames, seeks and records stay those of the PyAV
 path (video_io/pyav_frames.py): FFmpeg still demuxes and parses on the CPU, NVDEC reconstructs the
 pictures, and each decoded picture comes back to host memory (NV12, or P010 for 10-bit), where the
 frames kept are scaled and converted in one swscale call, as in software.

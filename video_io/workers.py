@@ -213,7 +213,7 @@ class _Worker:
 
 
 # A clip whose decode takes longer gets an error, and its decoder process is killed and replaced: a
-# 1080p clip decodes in well under a second here (README "Decoding"), a hanging file never ends.
+# 1080p clip decodes in well under a second here (docs/decoding.md "Cost"), a hanging file never ends.
 DECODE_TIMEOUT_S = 60.0
 
 

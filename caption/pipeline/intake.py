@@ -121,6 +121,6 @@ class RequestIntake:
         # the requests hold the frames; nothing else here may keep them alive
         return [Request(key=video, task=task, adapter=adapter, prompt=build_prompt(job.model.family, task),
                         frames=frames, video_metadata=metadata, context=dict(context), segment=segment,
-                        forced_output_tokens=(job.forced_lengths.draw(video, task, adapter)
+                        forced_output_tokens=(job.forced_lengths.draw(video, task, adapter, index)
                                               if job.forced_lengths is not None else None))
                 for video, task, adapter, _ in record_keys(job, key) if not self.done((video, task, adapter, index))]

@@ -96,6 +96,10 @@ def test_readme_command_runs_as_written(command, tmp_path):
         from caption.report.cli import build_parser
 
         check_parser(build_parser, args)
+    elif program == "caption-bench":
+        from bench.cli import parser
+
+        check_parser(parser, args)
     elif program == "make":
         check_make(args)
     else:

@@ -265,3 +265,39 @@ def test_caption_task_is_scored_by_default_when_records_carry_tasks(capsys, tmp_
     assert rc == 0 and last_json(out)["meteor"] == 1.0
     rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--task", "keywords")
     assert rc == 0 and last_json(out)["meteor"] == 0.0
+
+
+def test_segments_are_scored_against_the_scene_they_overlap_most(capsys, tmp_path):
+    """A long video's references per scene (start_s/end_s); its records per segment: each scene is scored
+    with the segment covering most of it, pieces of one scene beyond that count as extra."""
+    first, second = "맑은 낮의 산 위에서 새 한 마리가 천천히 왼쪽으로 움직인다.", "비 내리는 밤의 도시에서 자동차 한 대가 빠르게 오른쪽으로 움직인다."
+    refs = write_jsonl(tmp_path / "refs.jsonl", [
+        {"video": "walk.mp4", "start_s": 0.0, "end_s": 6.0, "references": [first]},
+        {"video": "walk.mp4", "start_s": 6.0, "end_s": 20.0, "references": [second]},
+        {"video": "clip.mp4", "references": [first]}])
+    pred = write_jsonl(tmp_path / "pred.jsonl", [
+        {"video": "walk.mp4", "segment_index": 0, "start_s": 0.0, "end_s": 5.5, "status": "ok", "caption": first},
+        {"video": "walk.mp4", "segment_index": 1, "start_s": 6.5, "end_s": 13.0, "status": "ok", "caption": second},
+        {"video": "walk.mp4", "segment_index": 2, "start_s": 13.0, "end_s": 19.5, "status": "ok", "caption": "x"},
+        {"video": "clip.mp4", "status": "ok", "caption": first}])
+    rc, out, _ = run_cli(capsys, str(pred), str(refs))
+    result = last_json(out)
+    assert rc == 0 and result["n"] == 3 and result["meteor"] > 0.99  # the piece of scene 2 that overlaps it most: segment 1
+    assert result["extra"] == 1 and result["missing"] == 0
+    # the other segments swapped: scene 2 is scored with the longer piece's caption
+    swapped = write_jsonl(tmp_path / "swapped.jsonl", [
+        {"video": "walk.mp4", "segment_index": 0, "start_s": 0.0, "end_s": 5.5, "status": "ok", "caption": first},
+        {"video": "walk.mp4", "segment_index": 1, "start_s": 6.5, "end_s": 9.0, "status": "ok", "caption": second},
+        {"video": "walk.mp4", "segment_index": 2, "start_s": 9.0, "end_s": 19.5, "status": "ok", "caption": "x"},
+        {"video": "clip.mp4", "status": "ok", "caption": first}])
+    assert last_json(run_cli(capsys, str(swapped), str(refs))[1])["meteor"] < 0.9
+
+
+def test_a_videos_references_are_whole_or_per_scene_not_both(capsys, tmp_path):
+    refs = write_jsonl(tmp_path / "refs.jsonl", [
+        {"video": "walk.mp4", "references": ["a"]},
+        {"video": "walk.mp4", "start_s": 0.0, "end_s": 6.0, "references": ["b"]}])
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"video": "walk.mp4", "status": "ok", "caption": "a"}])
+    expect_input_error(capsys, str(pred), str(refs), contains=("refs.jsonl:2", "whole clip and per scene"))
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"video": "walk.mp4", "start_s": 6.0, "end_s": 2.0, "references": ["b"]}])
+    expect_input_error(capsys, str(pred), str(bad), contains=("bad.jsonl:1", "0 <= start_s < end_s"))

@@ -124,3 +124,15 @@ def test_a_file_that_is_no_video_is_one_error_before_any_segment(tmp_path):
     with DecodePool(DecodeSpec(), workers=0, segments=SegmentSpec(mode="scenes")) as pool:
         [result] = list(pool.imap([str(bad)]))
     assert result.segment is None and result.last and "finding its segments" in result.error
+
+
+def test_synthetic_long_videos_come_with_references_per_scene(long_dir, tmp_path):
+    truth = _truth(long_dir)
+    lines = [json.loads(line) for line in open(long_dir / "references.jsonl", encoding="utf-8")]
+    assert [(r["video"], r["start_s"], r["end_s"], r["references"]) for r in lines] == \
+        [(v, s["start_s"], s["end_s"], s["references"]) for v, t in truth.items() for s in t["scenes"]]
+    assert all(r["attributes"] for r in lines)  # --style clip: what the embedded model knows (is_synth_folder)
+    generate_long(tmp_path, 1, seed=11, spec=LongSpec(n_scenes=2))  # footage style: drawn otherwise
+    assert not any("attributes" in json.loads(line) for line in open(tmp_path / "references.jsonl"))
+    with pytest.raises(ValueError, match="style must be one of footage, clip"):
+        LongSpec(style="cartoon")
