@@ -92,7 +92,10 @@ def plan_segments(path: str, spec: SegmentSpec, progress: Callable[[], None] | N
     if spec.mode == "none":
         return None
     if spec.mode == "auto":
-        length = header_duration(path)
+        try:
+            length = header_duration(path)
+        except DecodeError:  # decoding the whole clip says what is wrong with it, in the words it always has
+            return None
         if length is None or length <= spec.over_s:
             return None
     if spec.mode == "fixed":

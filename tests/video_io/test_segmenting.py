@@ -124,6 +124,15 @@ def test_a_file_that_is_no_video_is_one_error_before_any_segment(tmp_path):
     with DecodePool(DecodeSpec(), workers=0, segments=SegmentSpec(mode="scenes")) as pool:
         [result] = list(pool.imap([str(bad)]))
     assert result.segment is None and result.last and "finding its segments" in result.error
+    # the default (auto) leaves it to the decoder: the error a short clip always got, word for word
+    with DecodePool(DecodeSpec(), workers=0, segments=SegmentSpec(mode="auto")) as pool:
+        [result] = list(pool.imap([str(bad)]))
+    assert result.segment is None and result.error == decode_error(str(bad))
+
+
+def decode_error(path: str) -> str:
+    with DecodePool(DecodeSpec(), workers=0) as pool:
+        return next(iter(pool.imap([path]))).error
 
 
 def test_synthetic_long_videos_come_with_references_per_scene(long_dir, tmp_path):
