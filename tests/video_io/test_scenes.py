@@ -210,3 +210,31 @@ def test_a_window_must_be_a_span_of_the_file():
 
     with pytest.raises(ValueError, match="0 <= start < end"):
         DecodeSpec(window=(5.0, 5.0))
+
+
+def _thumbs(frames: list[np.ndarray], fps: float = 25.0) -> Thumbnails:
+    features = np.clip(np.rint(np.stack(frames)), 0, 255).astype(np.uint8)
+    return Thumbnails(np.arange(len(frames)) / fps, features, len(frames) / fps)
+
+
+def test_a_swinging_camera_and_an_exposure_jump_are_not_cuts_a_dissolve_is():
+    """What hand-held real footage showed (caption-bench scenes-real): a view swinging across a scene within
+    a second, and one small step of the whole picture, passed the change rule; their middle is no blend
+    of the frames around them, and the step is a tenth of a cut's."""
+    rng = np.random.default_rng(5)
+    world = rng.uniform(40, 220, (3, 24, 400)).astype(np.float32)
+    world[:, :, :] = np.repeat(world[:, :, ::8], 8, axis=2)[:, :, :400]  # blocks a few cells wide
+    view = lambda x: world[:, :, int(x):int(x) + 32]  # noqa: E731
+    swing = [view(0)] * 50 + [view(6 * i) for i in range(1, 41)] + [view(240)] * 50  # 240 cells in 1.6 s
+    found = find_cuts(_thumbs(swing))
+    assert found == [], found
+    base = rng.uniform(60, 200, (3, 24, 32)).astype(np.float32)
+    jump = [base] * 60 + [base + np.array([20.0, 0, 0])[:, None, None]] * 60
+    assert find_cuts(_thumbs(jump)) == []
+    other = rng.uniform(60, 200, (3, 24, 32)).astype(np.float32)
+    dissolve = [base] * 60 + [base * (1 - a) + other * a for a in np.linspace(0, 1, 25)] + [other] * 60
+    [cut] = find_cuts(_thumbs(dissolve))
+    assert cut.kind == "gradual" and abs(cut.time_s - 72 / 25) < 0.3
+    hard = [base] * 60 + [other] * 60
+    [cut] = find_cuts(_thumbs(hard))
+    assert cut.kind == "hard" and cut.time_s == pytest.approx(60 / 25)
