@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from bench.harness import BENCH_DATA, HELD_OUT_SEED, write_results
 from bench.scenes import KINDS, accuracy, detectors
+from video_io.synth.mux import encode_all, timed_frames
 
 SIZE, FPS = (640, 480), 25
 PIECE_S = (4.0, 8.0)
@@ -83,31 +83,29 @@ def join(sources: dict[str, tuple[np.ndarray, np.ndarray]], plan: list[tuple[str
         span = 0.0 if kind == "cut" else TRANSITION_S
         cuts.append({"kind": kind, "time_s": round(at, 6), "start_s": round(at - span / 2, 6),
                      "end_s": round(at + span / 2, 6)})
+
+    def frame_at(t: float) -> np.ndarray:
+        k = min(len(plan) - 1, int(np.searchsorted(edges, t, side="right")) - 1)
+        source, start, _ = plan[k]
+        image = picture(source, start + t - edges[k]).astype(np.float32)
+        for cut in cuts:  # inside a gradual transition: mix the two pieces
+            if cut["kind"] != "cut" and cut["start_s"] <= t < cut["end_s"]:
+                j = next(m for m in range(1, len(plan)) if abs(edges[m] - cut["time_s"]) < 1 / FPS)
+                a = picture(plan[j - 1][0], plan[j - 1][1] + t - edges[j - 1]).astype(np.float32)
+                b = picture(plan[j][0], plan[j][1] + max(0.0, t - edges[j])).astype(np.float32)
+                alpha = (t - cut["start_s"]) / TRANSITION_S
+                if cut["kind"] == "dissolve":
+                    image = a * (1 - alpha) + b * alpha
+                else:
+                    image = a * (1 - 2 * alpha) if alpha < 0.5 else b * (2 * alpha - 1)
+        return image
+
     with av.open(str(out), mode="w") as container:
         stream = container.add_stream("libx264", rate=FPS)
         stream.width, stream.height, stream.pix_fmt = *SIZE, "yuv420p"
         stream.codec_context.options = {"crf": "20", "preset": "fast", "g": str(2 * FPS)}
-        for i in range(n_frames):
-            t = i / FPS
-            k = min(len(plan) - 1, int(np.searchsorted(edges, t, side="right")) - 1)
-            source, start, _ = plan[k]
-            image = picture(source, start + t - edges[k]).astype(np.float32)
-            for cut in cuts:  # inside a gradual transition: mix the two pieces
-                if cut["kind"] != "cut" and cut["start_s"] <= t < cut["end_s"]:
-                    j = next(m for m in range(1, len(plan)) if abs(edges[m] - cut["time_s"]) < 1 / FPS)
-                    a = picture(plan[j - 1][0], plan[j - 1][1] + t - edges[j - 1]).astype(np.float32)
-                    b = picture(plan[j][0], plan[j][1] + max(0.0, t - edges[j])).astype(np.float32)
-                    alpha = (t - cut["start_s"]) / TRANSITION_S
-                    if cut["kind"] == "dissolve":
-                        image = a * (1 - alpha) + b * alpha
-                    else:
-                        image = (a * (1 - 2 * alpha) if alpha < 0.5 else b * (2 * alpha - 1))
-            frame = av.VideoFrame.from_ndarray(np.clip(np.rint(image), 0, 255).astype(np.uint8), format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, FPS)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+        pictures = (np.clip(np.rint(frame_at(i / FPS)), 0, 255).astype(np.uint8) for i in range(n_frames))
+        encode_all(container, stream, timed_frames(pictures, FPS, format="rgb24"))
     return {"video": out.name, "duration_s": n_frames / FPS, "cuts": cuts,
             "pieces": [{"source": s, "start_s": round(a, 3), "length_s": round(n, 3)} for s, a, n in plan]}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -17,7 +16,7 @@ import numpy as np
 
 from video_io.synth.attributes import ClipAttributes, draw_attributes
 from video_io.synth.captions_ko import detailed_references, reference_captions
-from video_io.synth.mux import encode_all
+from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import render_clip
 
 REFERENCES_FILE = "references.jsonl"
@@ -70,12 +69,6 @@ def rgb_to_yuv420p(image: np.ndarray) -> np.ndarray:
     return np.concatenate([planes[0], planes[1].reshape(h // 4, w), planes[2].reshape(h // 4, w)])
 
 
-def _yuv_frame(image: np.ndarray, index: int, fps: int):
-    frame = av.VideoFrame.from_ndarray(rgb_to_yuv420p(image), format="yuv420p")
-    frame.pts, frame.time_base = index, Fraction(1, fps)  # unset, x264 sees garbage durations
-    return frame
-
-
 def write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
     """Encode (T, H, W, 3) uint8 frames as H.264 in MP4, deterministically."""
     container = av.open(str(path), mode="w", options={"fflags": "+bitexact"})
@@ -87,7 +80,7 @@ def write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
         # frames (seen here: 4 variants in 100 encodes); without it, 300 encodes were identical.
         stream.codec_context.options = {"crf": "18", "preset": "medium", "threads": "1", "mbtree": "0"}
         stream.codec_context.flags |= av.codec.context.Flags.bitexact
-        encode_all(container, stream, (_yuv_frame(image, index, fps) for index, image in enumerate(frames)))
+        encode_all(container, stream, timed_frames((rgb_to_yuv420p(image) for image in frames), fps))
     finally:
         container.close()
 

@@ -27,7 +27,6 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -37,7 +36,7 @@ from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
 from video_io.synth.dataset import REFERENCES_FILE, rgb_to_yuv420p
-from video_io.synth.mux import encode_all
+from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import object_track, render_background, render_object
 
 PROFILES = ("camera", "stock", "phone", "mixed")
@@ -233,14 +232,8 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
             stream.set_display_rotation(spec.rotation)
         n = spec.n_frames
 
-        def frames():
-            for i in range(n):
-                picture = _stored(scene.frame(i, n, grain), scene.w, scene.h, spec.rotation)
-                frame = av.VideoFrame.from_ndarray(picture, format="yuv420p")
-                frame.pts, frame.time_base = i, Fraction(1, spec.fps)
-                yield frame
-
-        encode_all(container, stream, frames())
+        pictures = (_stored(scene.frame(i, n, grain), scene.w, scene.h, spec.rotation) for i in range(n))
+        encode_all(container, stream, timed_frames(pictures, spec.fps))
     finally:
         container.close()
     return {"video": path.name, "references": scene.references, "attributes": scene.attributes.as_dict(),

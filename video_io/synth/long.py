@@ -33,7 +33,6 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -43,7 +42,7 @@ from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.dataset import REFERENCES_FILE, SynthSpec, make_clip, rgb_to_yuv420p
 from video_io.synth.footage import FootageScene, FootageSpec
-from video_io.synth.mux import encode_all
+from video_io.synth.mux import encode_all, timed_frames
 
 SCENES_FILE = "scenes.jsonl"
 KINDS = ("cut", "dissolve", "fade")
@@ -226,13 +225,7 @@ def write_video(path: Path, seed: int, plan: Plan, spec: LongSpec) -> None:
                                         "g": str(max(1, round(spec.gop_s * spec.fps))), "bf": "3"}
         stream.codec_context.flags |= av.codec.context.Flags.bitexact
 
-        def frames():
-            for i, picture in enumerate(video_frames(seed, plan, spec)):
-                frame = av.VideoFrame.from_ndarray(picture, format="yuv420p")
-                frame.pts, frame.time_base = i, Fraction(1, spec.fps)
-                yield frame
-
-        encode_all(container, stream, frames())
+        encode_all(container, stream, timed_frames(video_frames(seed, plan, spec), spec.fps))
     finally:
         container.close()
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from fractions import Fraction
+from typing import Iterable, Iterator
+
+import numpy as np
 
 
 def encode_all(container, stream, frames: Iterable) -> None:
@@ -13,3 +16,14 @@ def encode_all(container, stream, frames: Iterable) -> None:
             container.mux(packet)
     for packet in stream.encode():
         container.mux(packet)
+
+
+def timed_frames(pictures: Iterable[np.ndarray], fps: int, format: str = "yuv420p") -> Iterator:
+    """PyAV video frames of `pictures` (arrays in `format`), frame i at i / fps: left unset, the
+    timestamps give x264 garbage durations."""
+    import av
+
+    for i, picture in enumerate(pictures):
+        frame = av.VideoFrame.from_ndarray(picture, format=format)
+        frame.pts, frame.time_base = i, Fraction(1, fps)
+        yield frame
