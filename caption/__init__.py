@@ -4,7 +4,7 @@ The names load on first use: `caption` (the command) imports this package before
 are in place, so nothing heavy is imported here.
 """
 
-__all__ = ["Captioner", "ConfigError", "caption_folder"]
+__all__ = ["Captioner", "ConfigError", "OutputBusy", "OutputRefused", "caption_folder"]
 
 
 def __getattr__(name: str):
@@ -16,4 +16,12 @@ def __getattr__(name: str):
         from caption.config import ConfigError
 
         return ConfigError
+    if name == "OutputRefused":  # an output the job will not write (a user's file, other settings, changed clips)
+        from caption.records import OutputRefused
+
+        return OutputRefused
+    if name == "OutputBusy":  # another job writes the output
+        from caption.output_lock import OutputBusy
+
+        return OutputBusy
     raise AttributeError(f"module 'caption' has no attribute {name!r}")

@@ -111,6 +111,16 @@ def _ctrl_c_stops_the_job():
         signal.signal(signal.SIGINT, previous)
 
 
+def _refuse_a_busy_output(output: Path) -> None:
+    """OutputBusy now, where another job writes `output` (the job takes the lock itself once it starts)."""
+    from caption.output_lock import OutputLock
+
+    try:
+        OutputLock.acquire(output).release()
+    except OSError:  # no such folder yet, or not writable: the job's own checks say so in its words
+        pass
+
+
 class Captioner:
     """One configuration, one engine loaded once, any number of `caption()` calls."""
 
@@ -151,6 +161,7 @@ class Captioner:
         if not self.verbose:  # the plan and summary lines go to the log too; warnings reach stderr
             console.quiet(log, lines_to_terminal=False)
         try:
+            _refuse_a_busy_output(Path(str(cfg.output)))  # before an engine loads for nothing
             self._ensure_engine(cfg)
             with _ctrl_c_stops_the_job():
                 summary = yield from job_records(cfg, engine=self.engine, videos=pairs)

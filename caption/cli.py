@@ -18,8 +18,8 @@ import traceback
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
-from caption.outcome import (EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED,
-                             JobInterrupted, interrupts)
+from caption.outcome import (EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE,
+                             EXIT_WRITE_FAILED, JobInterrupted, interrupts)
 
 LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does not show
 
@@ -45,6 +45,7 @@ def _job(cfg) -> float | None:
     from caption.config import ConfigError
     from caption.faults import WriteFailed, writing
     from caption.job import run_job
+    from caption.output_lock import OutputBusy
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
 
@@ -56,6 +57,9 @@ def _job(cfg) -> float | None:
             console.quiet(folder / LOG_FILE)
     try:
         summary = run_job(cfg)
+    except OutputBusy as exc:  # another job writes this output: a scheduler may try again later
+        print(f"caption: refused: {exc}", file=console.err)
+        sys.exit(EXIT_OUTPUT_BUSY)
     except (ConfigError, OutputRefused) as exc:
         kind = "invalid config" if isinstance(exc, ConfigError) else "refused"
         print(f"caption: {kind}: {exc}", file=console.err)

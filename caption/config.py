@@ -79,6 +79,7 @@ class JobConfig:
     resume: bool
     overwrite: bool
     retry_errors: bool
+    recaption_changed: bool
     fail_fast: bool
     limit: int | None
     progress: bool
@@ -429,7 +430,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, tasks=tasks,
         resume=bool(cfg.resume), overwrite=bool(cfg.overwrite), add_beside=bool(cfg.add_beside),
-        retry_errors=bool(cfg.retry_errors), fail_fast=bool(cfg.fail_fast),
+        retry_errors=bool(cfg.retry_errors), recaption_changed=bool(cfg.recaption_changed),
+        fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, requested_engine=_requested_engine(cfg, sampling, spec),
         engine_options=engine_options,

@@ -3,10 +3,12 @@ run them (decode, generate, write each record as it comes) -> summarize.
 
 Where decoding and generation run is the runner's business (caption/runners/: this machine, or a Ray
 cluster); what turns decoded clips into records is the pipeline's (caption/pipeline/); the records file
-is caption/records.py's, the summary caption/summary.py's. Records are keyed by clip path and written
-the moment each arrives, so a stopped job resumes without losing or repeating one. However the job
-ends (done, interrupted, engine dead, fail_fast, a disk that refused a record), the records are
-flushed and the summary says how; `caption.outcome.exit_status` turns that into the exit status.
+is caption/record_store.py's (checked by caption/records.py), the summary caption/summary.py's. One job
+writes an output at a time (caption/output_lock.py). Records are keyed by clip path, name the file they
+were made from (caption/sources.py) and are written the moment each arrives, so a stopped job resumes
+without losing or repeating one. However the job ends (done, interrupted, engine dead, fail_fast, a disk
+that refused a record), the records are flushed and the summary says how; `caption.outcome.exit_status`
+turns that into the exit status.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ from caption.faults import WriteFailed, check_writable, writing
 from caption.outcome import FailFast, interrupts, stops_recorded
 from caption.pipeline.record import record_key, record_keys
 from caption.planning import plan_job
-from caption.records import RecordStore, check_output, check_settings, check_summary
+from caption.output_lock import OutputLock
+from caption.record_store import RecordStore
+from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
-from caption.summary import JobTally, finish, print_job_start, report_plan, reset_peak_rss, start_notes
+from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
+from caption.summary import (JobTally, finish, print_job_start, report_plan, reset_peak_rss, resume_notes,
+                             start_notes)
 from video_io.crawl import crawl_videos
 
 Videos = list[tuple[str, str]]  # (key: the clip's path relative to input_dir, path)
@@ -49,18 +55,34 @@ def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None) -> G
     job = plan_job(load_job_config(cfg))  # a wrong setting or a plan that cannot run fails here, before loading
     if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
-    check_outputs(job)
+    lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)
+    try:
+        return (yield from _locked_job(job, engine, videos, lock))
+    finally:
+        lock.release()
+
+
+def _locked_job(job: JobConfig, engine, videos: Videos | None, lock: OutputLock) -> Generator[dict, None, dict]:
     for warning in job.plan.warnings:  # on the terminal and in caption.log; the summary and records keep them
         console.warn(f"caption: plan warning: {warning}")
+    if lock.unsupported:
+        console.warn(f"caption: warning: the filesystem of {job.output} gives no file locks ({lock.unsupported}): "
+                     "make sure no other job writes this output while this one runs")
     reset_peak_rss()
     tally = JobTally()
+    found = crawl_videos(job.input_dir) if videos is None else videos
     store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite,
-                             expected=job.settings_ids)
+                             expected=job.settings_ids, checked=True)
     tally.kept += [str(store.kept_as)] if store.kept_as is not None else []
+    try:
+        _check_sources(job, found, store, tally)  # another file under a known name: refused, or captioned anew
+    except BaseException:
+        store.close()
+        raise
     runner, ended = None, False  # from here on, however the job ends, the summary says how
     try:
         with stops_recorded(tally):
-            todo = _pending(job, crawl_videos(job.input_dir) if videos is None else videos, store, tally)
+            todo = _pending(job, found, store, tally)
             runner = make_runner(job, engine)
             if todo:
                 yield from _run(job, runner, todo, store, tally)
@@ -68,7 +90,7 @@ def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None) -> G
     finally:
         interrupts.hold()  # from here to the summary a signal is noted (the summary says interrupted), not raised
         try:
-            stats = _close(runner, store, tally)
+            stats = _close(runner, store, tally, found)
         finally:
             if not ended:  # abandoned by its caller (GeneratorExit), or a bug on its way up: no summary
                 interrupts.release()
@@ -78,10 +100,10 @@ def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None) -> G
         interrupts.release()
 
 
-def check_outputs(job: JobConfig) -> None:
+def check_outputs(job: JobConfig) -> OutputLock:
     """Before anything loads: the output and summary files are the job's to write (OutputRefused), their
-    disk takes files (WriteFailed), and resuming would not mix in records made another way."""
-    check_output(job.output, resume=job.resume, overwrite=job.overwrite)
+    disk takes files (WriteFailed), no other job writes the output (OutputBusy), and resuming would not mix
+    in records made another way. Returns the output's lock, held."""
     check_summary(job.summary_path, overwrite=job.overwrite)
     with writing(job.output.parent, "output folder", setting="output"):
         job.output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
@@ -90,8 +112,31 @@ def check_outputs(job: JobConfig) -> None:
             check_writable(folder, "output folder")
         except WriteFailed as exc:
             raise exc.again(setting=setting) from None
-    if not job.overwrite:  # records made another way are never counted as this job's
-        check_settings(job.output, job.settings_ids, (job.settings, job.segment_settings), job.add_beside)
+    with writing(job.output.parent, "output folder", setting="output"):
+        lock = OutputLock.acquire(job.output)
+    try:  # what the output holds, read while no other job can change it
+        check_output(job.output, resume=job.resume, overwrite=job.overwrite)
+        if not job.overwrite:  # records made another way are never counted as this job's
+            check_settings(job.output, job.settings_ids, (job.settings, job.segment_settings), job.add_beside)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _check_sources(job: JobConfig, found: Videos, store: RecordStore, tally: JobTally) -> None:
+    """Records made from another file than the one found under their name: refused in one line, or with
+    recaption_changed=true captioned anew (caption/sources.py)."""
+    changed = changed_files(job.input_dir, found, store)
+    captioned = {video for video, *_ in store.ok}
+    # a file whose records are all errors is simply captioned again (a broken clip re-exported in its place);
+    # one with a caption of another file is the user's call
+    misattributed = {video: why for video, why in changed.items() if video in captioned}
+    if misattributed and not job.recaption_changed:
+        refuse_changed(job.output, misattributed)
+    store.recaption(changed)
+    tally.recaptioned = sorted(changed)
+    tally.legacy_videos = legacy_videos(found, store)
 
 
 def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally) -> Videos:
@@ -104,12 +149,14 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in keys[key])
     print_job_start(job, len(videos), len(todo), tally.videos_skipped,
-                    start_notes(job, job.output, tally.requests_todo))
+                    start_notes(job, job.output, tally.requests_todo) + resume_notes(videos, todo, store, tally))
     return todo
 
 
 def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[dict]:
-    """Start the runner and write each record it gives as it comes (yielding it)."""
+    """Start the runner and write each record it gives as it comes (yielding it), with the identity of
+    the file it was made from."""
+    sources = SourceIdentities(job.input_dir, todo)
     runner.start()
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.progress)
@@ -121,6 +168,7 @@ def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTal
             counted.add(record["video"])
             tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))
         with tally.clock("write"):
+            record["source"] = sources.of(record["video"])
             store.write(record)
             tally.count(record)
         if job.fail_fast and record["status"] == "error":
@@ -129,11 +177,13 @@ def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTal
     tally.generation_ended = time.perf_counter()  # before decoders and engines shut down
 
 
-def _close(runner, store: RecordStore, tally: JobTally) -> dict:
-    """Stop the runner (decoders, engines) and close the records; the runner's figures."""
+def _close(runner, store: RecordStore, tally: JobTally, found: Videos) -> dict:
+    """Stop the runner (decoders, engines) and close the records; the runner's figures. The tally learns
+    which error records stand in the file for the clips found, earlier runs' included."""
     tally.close_progress()
     stats = runner.stats() if runner is not None else {}
     if runner is not None:
         runner.close()
     store.close()
+    tally.note_standing_errors(store, {key for key, _ in found})
     return stats

@@ -3,8 +3,9 @@ into segments — appended as results arrive.
 
 Records are keyed by the clip's path, never by position, so arrival order does not matter and a
 job that is stopped (even by kill -9) resumes where it was: records already written are kept,
-a half-written last line is cut off, and only what has no record yet is run again. A file
-never holds two records for one key: retrying errors first drops their old records.
+a half-written last line is cut off, and only what has no record yet is run again. Each record says
+which file it was made from (`source`: video_io/identity.py), and a record counts as done only for that
+file. caption/record_store.py appends the records while the job runs.
 
 The job writes only to a file that is absent, empty, or already holds this job's caption
 records. Anything else named as `output=` (a user's settings.json, notes, another tool's JSONL)
@@ -18,11 +19,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption.faults import WriteFailed, remove_quietly, writing
-from caption.pipeline.record import RECORD_PREFIX, RecordKey, is_record, record_key, segment_index
+from caption.faults import writing
+from caption.pipeline.record import RECORD_PREFIX, is_record, segment_index
 
 # (task, adapter, segmented) -> the settings_id this job gives such records (caption/fingerprint.py;
 # a segment's record also says how the video was cut: caption/planning.py)
@@ -38,7 +38,7 @@ class OutputRefused(Exception):
     """`output` (or the summary file) is not the job's to write; the message says what to change."""
 
 
-def _dumps(record: dict) -> str:
+def dumps_record(record: dict) -> str:
     """One JSON line. File names that are not UTF-8 reach us as surrogate escapes (os.fsdecode):
     those are written \\u-escaped, which json reads back to the same key, so resume still matches."""
     line = json.dumps(record, ensure_ascii=False)
@@ -70,126 +70,6 @@ def _first_foreign_line(data: bytes) -> tuple[int, str] | None:
         if not is_record(value):
             return line_no, "not a caption record"
     return None
-
-
-@dataclass
-class RecordStore:
-    path: Path
-    ok: set[RecordKey] = field(default_factory=set)
-    errors: set[RecordKey] = field(default_factory=set)
-    segments: dict[str, int] = field(default_factory=dict)  # video -> its segment count, from its records
-    repaired_bytes: int = 0
-    kept_as: Path | None = None  # the earlier file, renamed, when overwrite=true started afresh
-    _fd: int | None = None
-    _size: int = 0  # bytes of whole records in the file: where a failed write is cut back to
-    _failed: bool = False
-
-    expected: Expected | None = None  # None: every record counts (tests, tools); else only this job's own
-
-    @classmethod
-    def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False,
-             expected: Expected | None = None) -> "RecordStore":
-        """Open for appending. Raises OutputRefused, before anything is changed, for a file that is
-        not ours to write (see the module docstring). With `expected`, a record counts as done only
-        when it was made with this job's settings (its settings_id); others stay, untouched."""
-        store = cls(Path(path), expected=expected)
-        check_output(store.path, resume=resume, overwrite=overwrite)
-        with writing(store.path, "records file"):
-            if store.path.exists() and store.path.stat().st_size > 0:
-                if overwrite:
-                    store.kept_as = kept_name(store.path)
-                    os.replace(store.path, store.kept_as)
-                else:  # resume: check_output made sure every line is ours
-                    store._load_existing()
-                    if retry_errors and store.errors:
-                        store._drop_error_records()
-            store._fd = os.open(store.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            store._size = os.fstat(store._fd).st_size
-        return store
-
-    def _load_existing(self) -> None:
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):  # a record cut off mid-write by a crash: drop it, it will be redone
-            self.repaired_bytes = len(data) - end
-            with open(self.path, "r+b") as f:
-                f.truncate(end)
-        for line in data[:end].split(b"\n")[:-1]:
-            record = json.loads(line.decode("utf-8"))
-            if self.counts(record):
-                self._note(record)
-
-    def _note(self, record: dict) -> None:
-        (self.ok if record["status"] == "ok" else self.errors).add(record_key(record))
-        count = record.get("segments")
-        if segment_index(record) is not None and isinstance(count, int):
-            self.segments[record["video"]] = count
-
-    def counts(self, record: dict) -> bool:
-        """Whether a record in the file is one of this job's (made with its settings)."""
-        if self.expected is None:
-            return True
-        return record.get("settings_id") == self.expected.get(expected_key(record))
-
-    def _drop_error_records(self) -> None:
-        """Rewrite the file without error records (atomically), so their retries replace them."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
-            with open(self.path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
-                kept = []
-                for line in src:
-                    record = json.loads(line)
-                    if record["status"] == "ok" or not self.counts(record):  # another job's errors stay
-                        dst.write(line)
-                        kept.append(record)
-                dst.flush()
-                os.fsync(dst.fileno())
-            os.replace(tmp, self.path)
-        except OSError:
-            remove_quietly(tmp)  # the records file itself is untouched
-            raise
-        self.errors.clear()
-        self.segments = {}  # a video whose segments all failed is found anew, as a video never seen
-        for record in kept:
-            if self.counts(record):
-                self._note(record)
-
-    def done(self, key: RecordKey) -> bool:
-        return key in self.ok or key in self.errors
-
-    def write(self, record: dict) -> None:
-        """Append one record in one write. Where the disk takes only part of it (full, failing), the
-        file is cut back to the last whole record and WriteFailed says why; should the cut fail too,
-        the next open drops the partial line (_load_existing)."""
-        data = _dumps(record).encode("utf-8")
-        written = 0
-        try:
-            while written < len(data):  # a regular file takes it in one call unless the disk fills
-                written += os.write(self._fd, data[written:])
-        except OSError as exc:
-            self._failed = True
-            if written:
-                try:
-                    os.ftruncate(self._fd, self._size)
-                except OSError:
-                    pass
-            raise WriteFailed(self.path, exc, "records file") from None
-        self._size += len(data)
-        self._note(record)
-
-    def close(self) -> None:
-        """Sync and close. After a failed write (the job is stopping for it) a failing sync is not
-        reported again."""
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            if not self._failed:
-                raise WriteFailed(self.path, exc, "records file") from None
-        finally:
-            os.close(fd)
 
 
 def check_output(path: Path, resume: bool, overwrite: bool) -> None:

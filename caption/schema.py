@@ -177,7 +177,11 @@ class JobSchema:
                                      "sampling...): false refuses to resume into it, true adds this job's records "
                                      "beside them (every record names its settings)")
     fail_fast: bool = option(False, "stop at the first record that is an error (exit status 3)")
-    retry_errors: bool = option(False, "with resume: run again the videos whose records are errors")
+    retry_errors: bool = option(False, "with resume: run again the videos whose records are errors (each error "
+                                       "record stays until its new record replaces it)")
+    recaption_changed: bool = option(False, "with resume: a clip whose file is not the one its records were made "
+                                            "from (another file under the same name) is captioned again, its old "
+                                            "records moved to <stem>.superseded.jsonl; false: such a job is refused")
     limit: Optional[int] = option(None, "caption at most this many videos (after resume), e.g. for a dry run")
     progress: bool = option(True, "progress bar on stderr")
     verbose: bool = option(False, "false: the terminal shows the plan, progress and summary, and every other "

@@ -12,6 +12,7 @@ from caption.console import console
 from caption.engines.base import StageClock
 from caption.faults import WriteFailed, free_bytes, remove_quietly, writing
 from caption.outcome import exit_status, interrupts
+from caption.pipeline.record import record_key
 from caption.records import keep_existing
 from caption.scoring import score_captions
 from caption.sweep import write_result
@@ -42,6 +43,13 @@ class JobTally:
     engine_failures: list[str] = field(default_factory=list)
     engine_restarts: int = 0
     kept: list[str] = field(default_factory=list)  # earlier files overwrite=true moved aside
+    error_keys: set = field(default_factory=set)  # this run's error records
+    # error records of earlier runs that still stand (not retried) for clips found: video -> its error
+    earlier_failures: dict[str, str] = field(default_factory=dict)
+    earlier_errors: int = 0  # ... as records
+    recaptioned: list[str] = field(default_factory=list)  # clips whose file changed, captioned anew
+    legacy_videos: int = 0  # clips whose records carry no `source`: done by name only
+    tidy_warning: str | None = None  # the records file could not be tidied at the end (caption/record_store.py)
     clock: StageClock = field(default_factory=StageClock)  # the job's side: decode_wait, write
     _bar: object = None
 
@@ -73,6 +81,7 @@ class JobTally:
             self.output_tokens += record.get("output_tokens") or 0
         else:
             self.requests_error += 1
+            self.error_keys.add(record_key(record))
             where = f"segment {record['segment_index']} ({record.get('start_s')}-{record.get('end_s')} s): " \
                 if record.get("segment_index") is not None else ""
             self.failures.setdefault(record["video"], where + (record.get("error") or "unknown error"))
@@ -80,6 +89,14 @@ class JobTally:
             self._bar.update(1)
             if self.requests_error:
                 self._bar.set_postfix(failed=self.requests_error, refresh=False)
+
+    def note_standing_errors(self, store, found: set[str]) -> None:
+        """After the run: the error records earlier runs left for clips found, which this run did not redo
+        (no retry_errors, or `limit` or a stop cut the retry short). They count as failures of the job."""
+        standing = [k for k in store.errors_kept() if k[0] in found and k not in self.error_keys]
+        self.earlier_errors = len(standing)
+        self.earlier_failures = {k[0]: store.error_text.get(k[0], "unknown error") for k in standing}
+        self.tidy_warning = store.tidy_warning
 
     def close_progress(self) -> None:
         if self._bar is not None:
@@ -122,8 +139,15 @@ class JobTally:
             "records_left_undone": self.requests_todo - self.requests_ok - self.requests_error,
             "engine_restarts": self.engine_restarts, "engine_failures": self.engine_failures or None,
             "previous_files_kept_as": self.kept or None,
+            # the output as a whole, for the clips found: error records earlier runs left (exit status 3
+            # until retry_errors=true runs them again), clips captioned anew because their file changed
+            "errors_from_earlier_runs": self.earlier_errors, "videos_failed_earlier": len(self.earlier_failures),
+            "videos_recaptioned_changed": len(self.recaptioned) or None,
+            "videos_without_identity": self.legacy_videos or None,
             **engine_stats,
+            "tidy_warning": self.tidy_warning,
             "failures": [{"video": v, "error": e} for v, e in sorted(self.failures.items())],
+            "failures_earlier": [{"video": v, "error": e} for v, e in sorted(self.earlier_failures.items())],
         }
 
 
@@ -155,6 +179,9 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
                 ("captions", f"{summary['captions_ok']} ok"
                              + (f" ({summary['captions_flagged']} flagged)" if summary.get("captions_flagged") else "")
                              + f", {summary['captions_failed']} failed"),
+                ("earlier", f"{summary['errors_from_earlier_runs']} error record(s) of {summary['videos_failed_earlier']} "
+                            "video(s) from earlier runs remain in the output: retry_errors=true runs them again"
+                 if summary.get("errors_from_earlier_runs") else None),
                 ("speed", f"{rate} videos/s, {summary.get('output_tokens_per_s')} output tokens/s over "
                           f"{summary['generation_wall_s']} s (engine start {summary.get('engine_load_s', '-')} s)"
                  if rate else None),
@@ -179,6 +206,13 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
             print(f"    - {item['video']}: {item['error']}", file=out)
         if len(failures) > 20:
             print(f"    ... and {len(failures) - 20} more in {path}", file=out)
+    earlier = summary.get("failures_earlier") or []
+    if earlier:
+        print(f"  {len(earlier)} video(s) failed in earlier runs and were not run again:", file=out)
+        for item in earlier[:20]:
+            print(f"    - {item['video']}: {item['error']}", file=out)
+        if len(earlier) > 20:
+            print(f"    ... and {len(earlier) - 20} more in {path}", file=out)
     if summary.get("stopped"):
         print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
               "run the same command again to resume", file=out)
@@ -335,10 +369,34 @@ def run_warnings(job, summary: dict) -> list[str]:
     if job.speculative is not None and summary.get("spec_draft_tokens") == 0 and summary.get("output_tokens"):
         warnings.append(f"spec={job.speculative['method']} proposed no tokens in this job: speculative decoding "
                         "only cost time here; run with spec=none")
+    if summary.get("videos_without_identity"):
+        warnings.append(f"{summary['videos_without_identity']} clip(s) have records without a file identity "
+                        "(`source`; written by a vidcap-ko before 2026-11-26): counted as done by their names alone")
+    if summary.get("tidy_warning"):
+        warnings.append(summary["tidy_warning"])
     if summary.get("captions_flagged"):
         warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
                         "characters), removed and noted in their records' flags")
     return warnings
+
+
+def resume_notes(videos, todo, store, tally: JobTally) -> list[str]:
+    """What a resumed output holds that the user should know before the job runs: error records that
+    stay (not retried), retries that `limit` leaves for later, clips captioned anew because their file changed."""
+    notes = []
+    found = {key for key, _ in videos}
+    standing = {k[0] for k in store.errors if k[0] in found}
+    if standing:
+        notes.append(f"{len(standing)} video(s) already done hold error records: retry_errors=true runs them again")
+    retried = {k[0] for k, why in store.redo.items() if why == "retry_errors=true" and k[0] in found}
+    if retried:
+        later = len(retried - {key for key, _ in todo})
+        notes.append(f"retrying {len(retried) - later} video(s) whose records are errors"
+                     + (f"; {later} more wait for a later run (limit), their error records kept" if later else ""))
+    if tally.recaptioned:
+        notes.append(f"{len(tally.recaptioned)} video(s) changed since their records were made (e.g. "
+                     f"'{tally.recaptioned[0]}'): captioned again, their old records go to the superseded file")
+    return notes
 
 
 def start_notes(job, output: Path, records: int) -> list[str]:

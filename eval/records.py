@@ -152,7 +152,15 @@ def read_references(path: Path, field_name: str = "references") -> list[Referenc
 
 
 def read_predictions(path: Path) -> list[Prediction]:
-    """Caption job output: ``{"video", "caption", "status": ok|error, "error", ...}``."""
+    """Caption job output: ``{"video", "caption", "status": ok|error, "error", ...}``. Where two lines are
+    one caption (video, task, adapter, settings, segment: a retried clip's old error and its new record,
+    while the job runs or after it was stopped before tidying; caption/record_store.py), the later counts."""
+    preds = _read_predictions(path)
+    latest = {(p.video, p.task, p.adapter, p.settings_id, p.span): p for p in preds}
+    return [p for p in preds if latest[(p.video, p.task, p.adapter, p.settings_id, p.span)] is p]
+
+
+def _read_predictions(path: Path) -> list[Prediction]:
     preds = []
     for no, rec in _records(path):
         video = _video(path, no, rec)

@@ -144,10 +144,25 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
         yield result
 
 
+DECODER_PROCESS_NAME = "vidcap-decoder"  # what `ps -e`, `top` and /proc/<pid>/comm call a decoder process
+
+
+def _name_process(name: str) -> None:
+    """Give this process a name of its own (Linux prctl PR_SET_NAME), so a user sees which processes
+    decode; elsewhere, or where it fails, the process keeps its interpreter's name."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # 15: PR_SET_NAME (linux/prctl.h)
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn) -> None:
     # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _name_process(DECODER_PROCESS_NAME)
     beat = [0.0]
 
     def alive() -> None:  # at most one a second: the parent only needs to know the worker moves

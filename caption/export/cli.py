@@ -127,12 +127,22 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
     input_dir, input_from = resolve_input_dir(loaded.path, args.input_dir)
     durations = C.ClipDurations(input_dir if input_dir.is_dir() else None)
     by_video: dict[str, list[C.Cue]] = {}
+    empty = 0
     for record in ok:
         cue = C.cue_of(record, durations)
         if cue is not None:
             by_video.setdefault(record["video"], []).append(cue)
+        empty += cue is None
     if not by_video:
         raise ExportError(f"{loaded.path}: every ok record of task {task}, adapter {adapter} has an empty caption")
+    changed = changed_videos(ok, input_dir)
+    for video in changed:  # a subtitle file beside another file than the one captioned would caption it wrongly
+        by_video.pop(video, None)
+    if not by_video:
+        video, why = next(iter(changed.items()))
+        raise ExportError(f"{loaded.path}: every video's file changed since captioning (e.g. '{video}': {why}): "
+                          "caption them again (caption ... recaption_changed=true), or give the folder they were "
+                          "captioned from with --input-dir")
     out = args.out or loaded.path.with_name(f"{loaded.path.stem}-{args.format}")
     paths = subtitle_paths(sorted(by_video), out, args.format)
     render = C.FORMATS[args.format]
@@ -143,10 +153,31 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
         found = ", ".join(f"{source}: {n}" for source, n in durations.used.items())
         notes.append(f"whole-clip cues end at the clip's duration from {found} (videos looked for in {input_dir}, "
                      f"{input_from}; --input-dir sets it)")
+    if changed:
+        video, why = next(iter(changed.items()))
+        notes.append(f"{len(changed)} video(s) changed since captioning, their subtitles left out (e.g. '{video}': "
+                     f"{why}); caption them again with recaption_changed=true")
     done = {"files": len(files), "cues": sum(len(c) for c in by_video.values()), "out": out,
             "selection": f"task {task}, adapter {adapter}", "errors": errors,
-            "empty": len(ok) - sum(len(c) for c in by_video.values())}
+            "empty": empty}
     return done, notes
+
+
+def changed_videos(records: list[dict], input_dir: Path) -> dict[str, str]:
+    """{video: what differs} for the videos whose file in `input_dir` is not the one their records were made
+    from (their `source`: video_io/identity.py). A file not there cannot be checked, nor mislead: left alone."""
+    from video_io.identity import compare
+
+    changed = {}
+    for record in records:
+        video = record["video"]
+        path = input_dir / video
+        if video in changed or not path.is_file():
+            continue
+        why = compare(record.get("source"), path, input_dir)
+        if why is not None:
+            changed[video] = why
+    return changed
 
 
 def export_table(args, loaded: Loaded) -> tuple[dict, list[str]]:

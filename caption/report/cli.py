@@ -8,6 +8,7 @@ caption when references are given; filter by status, sort by score, search capti
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from caption.report.page import DEFAULT_PAGE_SIZE, render_page
 from video_io.synth.dataset import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
 
 PROG = "caption-report"
+CHANGED = "changed since captioning"  # a clip whose file is not the one its records were made from
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +71,17 @@ def thumbnail_priority(clip) -> tuple:
     return (clip.status == "ok", min(scores) if scores else float("inf"))
 
 
+def changed_since_captioning(records: list[dict], path: Path, input_dir: Path) -> str | None:
+    """Why the file at `path` is not the one these records were made from (their `source`), else None."""
+    from video_io.identity import compare
+
+    for source in {json.dumps(r.get("source"), sort_keys=True): r.get("source") for r in records}.values():
+        why = compare(source, path, input_dir)
+        if why is not None:
+            return f"{CHANGED}: {why}"
+    return None
+
+
 def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict]:
     """{clip key (ClipEntry.key): {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip
     (each segment of a long video its own, from its own frames)."""
@@ -81,6 +94,8 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
                                "no frame_indices in the records"}
         elif not path.is_file():
             out[clip.key] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
+        elif (changed := changed_since_captioning(clip.records, path, input_dir)) is not None:
+            out[clip.key] = {"tn": changed}  # another file's frames beside this caption would mislead
         else:
             candidates.append(clip)
     if args.max_thumbs >= 0 and len(candidates) > args.max_thumbs:
@@ -118,6 +133,10 @@ def build_report(args, log=None) -> dict:
         data.notes.append(f"input folder {input_dir} ({input_from}) does not exist: no thumbnails; "
                           "give --input-dir")
     thumbs = collect_thumbnails(data.clips, input_dir, args, log)
+    changed = sum(t.get("tn", "").startswith(CHANGED) for t in thumbs.values())
+    if changed:
+        data.notes.append(f"{changed} clip(s) {CHANGED}: the file under that name in {input_dir} is not the one "
+                          "captioned, so no thumbnails are shown for them (each card says what differs)")
     meta = {"title": args.title, "input_dir": str(input_dir), "input_dir_from": input_from,
             "references": str(refs) if refs else None,
             "thumbnail_clips": sum("t" in t for t in thumbs.values())}

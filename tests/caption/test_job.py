@@ -95,6 +95,10 @@ def test_several_tasks_per_video_and_retrying_errors(compose_config, clips_with_
     keys = [(r["video"], r["task"]) for r in records]
     assert len(keys) == len(set(keys)) == 2 * 6 + 2  # still one record per key
     assert {r["status"] for r in records if r["video"] == "notes.mp4"} == {"ok"}
+    # the broken file's error records were of another file (the text one): kept apart, saying so
+    superseded = _records(tmp_path / "captions.superseded.jsonl")
+    assert {(r["video"], r["status"]) for r in superseded} == {("notes.mp4", "error")}
+    assert all("it was" in r["superseded_because"] for r in superseded)
 
 
 def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 
 from caption.outcome import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE, EngineDied
+from tests.caption.processes import HELD, hold_a_decoder
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -56,6 +57,8 @@ def _wait_for_records(path, n, proc, timeout=120):
             return
         time.sleep(0.01)
     raise AssertionError(f"no {n} records in {path} within {timeout}s (exit {proc.poll()})")
+
+
 
 
 def _one_record_per_key(path, expected):
@@ -103,8 +106,9 @@ def test_fail_fast_stops_at_the_first_failed_clip(compose_config, tmp_path, synt
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_in_the_middle_keeps_every_record_and_a_rerun_finishes(tmp_path, many_clips, signum):
     out = tmp_path / "o.jsonl"
-    args = (f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]", "progress=false")
+    args = (f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]", "progress=false", HELD)
     proc = _start(tmp_path, *args)
+    hold_a_decoder(proc)
     _wait_for_records(out, 1, proc)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
@@ -154,7 +158,8 @@ def test_ctrl_c_after_the_last_record_leaves_a_summary_that_says_so(tmp_path, sy
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path, many_clips):
     out = tmp_path / "o.jsonl"
-    proc = _start(tmp_path, f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]")
+    proc = _start(tmp_path, f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]", HELD)
+    hold_a_decoder(proc)
     _wait_for_records(out, 1, proc)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)  # two signals at once reach Python's handler as one; a clean stop takes longer than this

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from caption.records import OutputRefused, RecordStore, check_summary
+from caption.record_store import RecordStore
+from caption.records import OutputRefused, check_summary
 
 
 def _rec(video, status="ok", task="caption"):
@@ -35,7 +36,7 @@ def test_resume_keeps_records_and_repairs_a_cut_off_line(tmp_path):
     assert [r["video"] for r in _lines(path)] == ["a.mp4", "b.mp4", "c.mp4"]
 
 
-def test_retry_errors_replaces_error_records(tmp_path):
+def test_retry_errors_replaces_only_the_error_records_it_reran(tmp_path):
     path = tmp_path / "out.jsonl"
     store = RecordStore.open(path, resume=True)
     for record in (_rec("a.mp4"), _rec("b.mp4", "error"), _rec("c.mp4", "error", task="keywords")):
@@ -44,9 +45,22 @@ def test_retry_errors_replaces_error_records(tmp_path):
     store = RecordStore.open(path, resume=True, retry_errors=True)
     assert store.done(("a.mp4", "caption", None, None)) and not store.done(("b.mp4", "caption", None, None))
     store.write(_rec("b.mp4"))
+    # until the job ends the old error and its retry are both in the file: the later line counts
+    assert [(r["video"], r["status"]) for r in _lines(path)][-2:] == [("c.mp4", "error"), ("b.mp4", "ok")]
     store.close()
-    records = _lines(path)
-    assert [(r["video"], r["status"]) for r in records] == [("a.mp4", "ok"), ("b.mp4", "ok")]
+    records = _lines(path)  # c.mp4 was not run again (a limit, a stop): its error record stays
+    assert [(r["video"], r["status"]) for r in records] == [("a.mp4", "ok"), ("c.mp4", "error"), ("b.mp4", "ok")]
+    assert store.errors_kept() == [("c.mp4", "keywords", None, None)]
+
+
+def test_a_retry_stopped_before_it_tidied_resumes_with_the_later_record(tmp_path):
+    path = tmp_path / "out.jsonl"
+    lines = [_rec("a.mp4", "error"), _rec("b.mp4"), _rec("a.mp4")]  # kill -9 after a.mp4's retry was written
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    store = RecordStore.open(path, resume=True)
+    assert store.done(("a.mp4", "caption", None, None)) and not store.errors
+    store.close()
+    assert [(r["video"], r["status"]) for r in _lines(path)] == [("b.mp4", "ok"), ("a.mp4", "ok")]
 
 
 USER_FILES = {

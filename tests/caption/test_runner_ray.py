@@ -85,6 +85,9 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, co
     assert {(r["video"], r.get("segment_index")): r["caption"] for r in records if r["task"] == "caption"} == \
         local_captions
     assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
+    # the driver names each record's file, as the local runner does (a segment's records share their video's)
+    from video_io.identity import file_identity
+    assert all(r["source"] == file_identity(folder / r["video"], folder) for r in records)
     # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
     cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)

@@ -20,7 +20,7 @@ import pytest
 
 from caption.faults import WriteFailed, check_writable
 from caption.outcome import EXIT_WRITE_FAILED
-from caption.records import RecordStore
+from caption.record_store import RecordStore
 from caption.summary import save_summary
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")

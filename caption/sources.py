@@ -1,0 +1,61 @@
+"""Records and the files they were made from: which found clips changed since their records were made,
+and each new record's `source` (video_io/identity.py says what a file's identity is).
+
+A resumed job counts a record as done only for the file it was made from. Another file under a known
+name (a camera's `C0001.MP4` of another day, a clip re-exported in place) whose records hold a caption is
+refused before anything loads, in one line that says what differs and the ways forward; with
+`recaption_changed=true` it is captioned anew and its old records move to `<stem>.superseded.jsonl`
+(caption/record_store.py). One whose records are all errors (a broken clip replaced by a good one) is
+captioned again without asking: no caption of another file could be taken for its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
+from caption.records import OutputRefused
+from video_io.identity import compare, file_identity
+
+
+def changed_files(input_dir: Path, videos, store: RecordStore) -> dict[str, str]:
+    """{video: what differs} for the found clips whose records were made from another file."""
+    changed = {}
+    for key, path in videos:
+        for recorded in store.sources.get(key, ()):
+            why = compare(recorded, path, input_dir)
+            if why is not None:
+                changed[key] = why
+                break
+    return changed
+
+
+def legacy_videos(videos, store: RecordStore) -> int:
+    """Found clips whose records carry no `source` (written before records had one): done by name only."""
+    return sum(LEGACY_SOURCE in store.sources.get(key, ()) for key, _ in videos)
+
+
+def refuse_changed(output: Path, changed: dict[str, str]) -> None:
+    """OutputRefused, in one line: the records of these clips were made from other files."""
+    video, why = next(iter(changed.items()))
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    raise OutputRefused(
+        f"`output={output}` holds records of {len(changed)} clip(s) made from another file under the same name: "
+        f"'{video}': {why}{more}; resuming would count them as captions of the files there now: choose another "
+        f"output= (a folder of other clips with the same file names), add recaption_changed=true to caption them "
+        f"again (their old records move to {superseded_path(output).name}), or overwrite=true to start afresh "
+        f"(the file is kept, renamed to {output.stem}.<time>{output.suffix})")
+
+
+class SourceIdentities:
+    """Each captioned clip's `source`, worked out once per video (a long video's segments share it)."""
+
+    def __init__(self, input_dir: Path, videos):
+        self.input_dir, self.paths = input_dir, {key: path for key, path in videos}
+        self._known: dict[str, dict | None] = {}
+
+    def of(self, video: str) -> dict | None:
+        if video not in self._known:
+            path = self.paths.get(video)
+            self._known[video] = None if path is None else file_identity(path, self.input_dir)
+        return self._known[video]

@@ -1,0 +1,44 @@
+"""Holding a running `caption` job open from a test, so that what the test does to it (a signal, a second
+job on its output) lands while it runs, however fast the machine: no test races the job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+HELD = "video.timeout_s=600"  # the job's override: a held decoder's clip is not given up before the test acts
+
+
+def decoders_of(pid: int) -> list[int]:
+    """The decoder processes (video_io/workers.py names them) the job `pid` started."""
+    from video_io.workers import DECODER_PROCESS_NAME
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/comm") as f:
+                name = f.read().strip()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid and name == DECODER_PROCESS_NAME:
+            found.append(int(entry))
+    return found
+
+
+def hold_a_decoder(proc, timeout=120) -> int:
+    """Stop (SIGSTOP) one of the job's decoder processes as soon as it exists, which is before the engine
+    has loaded and any clip was handed out: the clip it is then given never comes back (the job runs with
+    video.timeout_s=600), so the job cannot finish before the test's signal lands, however fast it is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        decoders = decoders_of(proc.pid)
+        if decoders:
+            os.kill(decoders[0], signal.SIGSTOP)
+            return decoders[0]
+        time.sleep(0.005)
+    raise AssertionError(f"no decoder process of pid {proc.pid} within {timeout}s (exit {proc.poll()})")

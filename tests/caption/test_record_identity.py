@@ -1,0 +1,226 @@
+"""Records you can trust: each record names the file it was made from, one job writes an output at a time,
+and resumes and retries say what the output really holds. Through the real `caption` command (and the
+Python API), with real clips."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from caption.outcome import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
+from tests.caption.processes import HELD, hold_a_decoder
+from video_io.identity import compare, file_identity, fingerprint
+
+CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
+BIN = os.path.dirname(sys.executable)
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _caption(tmp_path, *overrides, run="run"):
+    proc = subprocess.run([CAPTION, *overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("caption: plan warning")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    return lines[0]
+
+
+@pytest.fixture
+def days(tmp_path, synth_dir):
+    """Two cameras' days: the same file names, other clips."""
+    for day, clips in (("day1", (0, 1)), ("day2", (2, 3))):
+        (tmp_path / day).mkdir()
+        for name, clip in zip(("C0001.MP4", "C0002.MP4"), clips):
+            shutil.copy(synth_dir / f"clip_{clip:05d}.mp4", tmp_path / day / name)
+    return tmp_path / "day1", tmp_path / "day2"
+
+
+def test_a_files_identity_follows_its_bytes_not_its_name_or_folder(tmp_path, synth_dir):
+    a = tmp_path / "a" / "C0001.MP4"
+    a.parent.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", a)
+    recorded = file_identity(a, a.parent)
+    assert recorded["size"] == a.stat().st_size and recorded["input_dir"] == str(a.parent)
+    assert compare(recorded, a, a.parent) is None
+    os.utime(a, ns=(0, recorded["mtime_ns"] + 10**9))  # touched: same bytes
+    assert compare(recorded, a, a.parent) is None
+    moved = tmp_path / "b"
+    a.parent.rename(moved)  # the folder moved (a remounted disk): same bytes
+    assert compare(recorded, moved / "C0001.MP4", moved) is None
+    data = bytearray((moved / "C0001.MP4").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one byte of the video data, same size and modification time
+    (moved / "C0001.MP4").write_bytes(bytes(data))
+    os.utime(moved / "C0001.MP4", ns=(0, recorded["mtime_ns"]))
+    why = compare(recorded, moved / "C0001.MP4", moved)  # another folder: the bytes are read, and differ
+    assert why is not None and why.startswith(f"it was {recorded['size']:,} bytes")
+    shutil.copy(synth_dir / "clip_00001.mp4", moved / "C0001.MP4")
+    assert "it is now" in compare(recorded, moved / "C0001.MP4", moved)
+    os.mkfifo(tmp_path / "pipe.mp4")  # never blocks, never counts as a file
+    assert file_identity(tmp_path / "pipe.mp4", tmp_path) is None
+    assert fingerprint(a.parent.parent / "b" / "C0001.MP4") != recorded["fingerprint"]
+
+
+def _run_job(compose_config, engine, *overrides) -> dict:
+    """The job in this process, on the tests' shared engine (the command's refusals and exit statuses are
+    checked through the command itself: those runs load no engine)."""
+    from caption.job import run_job
+
+    return run_job(compose_config([*overrides, "progress=false", "references=null", "video.workers=1"]), engine=engine)
+
+
+@pytest.mark.slow
+def test_another_file_under_a_known_name_is_refused_then_captioned_anew_on_request(tmp_path, days, compose_config,
+                                                                                    vllm_engine, capsys):
+    day1, day2 = days
+    out = tmp_path / "days.jsonl"
+    assert _run_job(compose_config, vllm_engine, f"input_dir={day1}", f"output={out}")["exit_status"] == EXIT_OK
+    first = _records(out)
+    assert {r["source"]["input_dir"] for r in first} == {str(day1)}
+    assert all(r["source"] == file_identity(day1 / r["video"], day1) for r in first)
+
+    before = out.read_bytes()
+    code, out_text, err = _caption(tmp_path, f"input_dir={day2}", f"output={out}", run="run2")
+    line = _one_line(err)
+    assert code == EXIT_USAGE and line.startswith("caption: refused: `output=")
+    assert "2 clip(s) made from another file under the same name: 'C0001.MP4'" in line
+    assert str(day1) in line and str(day2) in line and "recaption_changed=true" in line
+    assert out.read_bytes() == before and "summary" not in out_text  # refused before anything ran
+
+    capsys.readouterr()
+    again = _run_job(compose_config, vllm_engine, f"input_dir={day2}", f"output={out}", "recaption_changed=true")
+    assert again["exit_status"] == EXIT_OK and again["videos_recaptioned_changed"] == 2
+    assert "2 video(s) changed since their records were made" in capsys.readouterr().out
+    now = _records(out)
+    assert sorted(r["video"] for r in now) == ["C0001.MP4", "C0002.MP4"]  # one record per clip, day2's
+    assert {r["source"]["input_dir"] for r in now} == {str(day2)}
+    superseded = _records(tmp_path / "days.superseded.jsonl")  # day1's records, kept readable for audit
+    assert [r["caption"] for r in superseded] == [r["caption"] for r in first]
+    assert all(r["superseded_because"].startswith("it was") and r["superseded_at"] for r in superseded)
+
+    # the review page and the subtitles check each file against its record
+    page = tmp_path / "page.html"
+    report = subprocess.run([os.path.join(BIN, "caption-report"), str(out), "--out", str(page), "--input-dir",
+                             str(day1), "--references", "none", "--workers", "0"], capture_output=True, text=True,
+                            env=ENV, timeout=300)
+    assert report.returncode == 0, report.stderr
+    html = page.read_text(encoding="utf-8")
+    assert html.count("changed since captioning: it was") == 2 and "2 clip(s) changed since captioning" in html
+    export = subprocess.run([os.path.join(BIN, "caption-export"), str(out), "--format", "vtt", "--input-dir",
+                             str(day1), "--out", str(tmp_path / "vtt")], capture_output=True, text=True, env=ENV)
+    assert export.returncode == EXIT_USAGE and "changed since captioning" in export.stderr
+    assert not (tmp_path / "vtt").exists()
+    export = subprocess.run([os.path.join(BIN, "caption-export"), str(out), "--format", "vtt", "--input-dir",
+                             str(day2), "--out", str(tmp_path / "vtt")], capture_output=True, text=True, env=ENV)
+    assert export.returncode == 0 and len(list((tmp_path / "vtt").glob("*.vtt"))) == 2, export.stderr
+
+
+@pytest.mark.slow
+def test_a_moved_or_touched_folder_has_nothing_left_to_do(tmp_path, days, compose_config, vllm_engine):
+    day1, _ = days
+    out = tmp_path / "o.jsonl"
+    assert _run_job(compose_config, vllm_engine, f"input_dir={day1}", f"output={out}")["exit_status"] == EXIT_OK
+    moved = tmp_path / "mounted-elsewhere"
+    day1.rename(moved)
+    for clip in moved.iterdir():
+        os.utime(clip)  # copied without keeping times
+    code, out_text, err = _caption(tmp_path, f"input_dir={moved}", f"output={out}", run="run2")
+    assert code == EXIT_OK and "(0 to caption, 2 already done)" in out_text, err[-2000:]
+
+
+def _job(tmp_path, *overrides, run="run"):
+    return subprocess.Popen([CAPTION, *overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+
+
+def _wait_for_lock(path, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.stat().st_size:
+            return json.loads(path.read_text())
+        time.sleep(0.01)
+    raise AssertionError(f"no lock at {path} (exit {proc.poll()})")
+
+
+@pytest.mark.slow
+def test_a_second_job_on_the_same_output_is_refused_and_a_killed_one_leaves_no_lock(tmp_path, synth_dir,
+                                                                                     compose_config, vllm_engine):
+    out = tmp_path / "o.jsonl"
+    args = (f"input_dir={synth_dir}", f"output={out}")
+    first = _job(tmp_path, *args, HELD, run="run1")
+    held = hold_a_decoder(first)  # it cannot finish while the second job starts
+    holder = _wait_for_lock(tmp_path / "o.jsonl.lock", first)
+    assert holder["pid"] == first.pid and holder["command"].startswith("caption input_dir=")
+    code, out_text, err = _caption(tmp_path, *args, run="run2")
+    line = _one_line(err)
+    assert code == EXIT_OUTPUT_BUSY and f"being written by another job (pid {first.pid} on " in line
+    assert "summary" not in out_text
+    first.send_signal(signal.SIGKILL)  # the lock dies with its process
+    first.communicate(timeout=60)
+    os.kill(held, signal.SIGKILL)  # its decoder, stopped by the test, would outlive it
+    assert (tmp_path / "o.jsonl.lock").exists()  # the file stays: the next job takes it over
+    assert _run_job(compose_config, vllm_engine, *args)["exit_status"] == EXIT_OK
+    videos = [r["video"] for r in _records(out)]
+    assert sorted(videos) == sorted(set(videos)) and len(videos) == 6  # each clip once
+    assert not (tmp_path / "o.jsonl.lock").exists()  # a job that ends removes it
+
+
+def test_the_python_api_is_refused_before_an_engine_loads(tmp_path, synth_dir):
+    from caption import Captioner, OutputBusy
+    from caption.output_lock import OutputLock
+
+    out = tmp_path / "o.jsonl"
+    with OutputLock.acquire(out), Captioner(engine="hf") as captioner:  # another job (here: this process) holds it
+        with pytest.raises(OutputBusy, match=f"pid {os.getpid()}"):
+            next(captioner.caption(synth_dir, output=out))
+        assert captioner.engine is None and not out.exists()
+
+
+@pytest.fixture
+def broken_three(tmp_path, synth_dir):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", folder)
+    for i in (1, 2, 3):
+        (folder / f"bad{i}.mp4").write_text(f"not a video {i}")
+    return folder
+
+
+@pytest.mark.slow
+def test_resumes_and_retries_say_what_the_output_holds(tmp_path, broken_three, compose_config, vllm_engine):
+    out = tmp_path / "o.jsonl"
+    args = (f"input_dir={broken_three}", f"output={out}")
+    assert _run_job(compose_config, vllm_engine, *args)["exit_status"] == EXIT_FAILED_RECORDS
+    code, out_text, _ = _caption(tmp_path, *args, run="run2")  # nothing to run, but errors remain
+    assert code == EXIT_FAILED_RECORDS
+    assert "3 video(s) already done hold error records: retry_errors=true runs them again" in out_text
+    assert "3 error record(s) of 3 video(s) from earlier runs remain" in out_text
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["errors_from_earlier_runs"] == 3 and summary["exit_status"] == EXIT_FAILED_RECORDS
+    assert [f["video"] for f in summary["failures_earlier"]] == ["bad1.mp4", "bad2.mp4", "bad3.mp4"]
+
+    code, out_text, _ = _caption(tmp_path, *args, "retry_errors=true", "limit=1", run="run3")
+    assert code == EXIT_FAILED_RECORDS and "2 more wait for a later run (limit)" in out_text
+    records = _records(out)  # the two it did not reach keep their records: failed, not missing
+    assert sorted((r["video"], r["status"]) for r in records) == [
+        ("bad1.mp4", "error"), ("bad2.mp4", "error"), ("bad3.mp4", "error"), ("clip_00000.mp4", "ok")]
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["captions_failed"] == 1 and summary["errors_from_earlier_runs"] == 2
+
+    (broken_three / "bad2.mp4").unlink()  # dealt with by hand: removed from the folder
+    last = _run_job(compose_config, vllm_engine, *args, "retry_errors=true")
+    assert last["exit_status"] == EXIT_FAILED_RECORDS  # bad1 and bad3 fail again; bad2 is not the job's concern
+    assert last["captions_failed"] == 2 and last["errors_from_earlier_runs"] == 0

@@ -1,0 +1,101 @@
+"""Which file a record was made from: its size, modification time and a fingerprint of its bytes.
+
+A clip is named in records by its path inside the captioned folder, and cameras reuse names
+(`C0001.MP4`, `GX010001.MP4`): a name alone does not say that a file is the one that was captioned.
+Each record therefore carries `source`, this module's identity of the file, and a resumed job, the review
+page and the subtitle export compare it with the file found under that name today.
+
+The fingerprint (BLAKE2b, 128 bits) hashes the file's size, its first and last 16 KiB (an MP4's `ftyp`
+and `moov` boxes sit at one end or the other: durations, sample tables and the creation time in `mvhd`,
+which differ between any two recordings) and 8 pieces of 4 KiB spread between them: 64 KiB read per
+file, whatever its size. Comparing is cheaper still: a file whose size and modification time (to the nanosecond) are those
+recorded, in the same folder, is the same file without reading it (the rule rsync and make use); only a
+file that moved or was touched is read, and it is the same file when its size and fingerprint are.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import stat
+import time
+from pathlib import Path
+
+EDGE_BYTES = 16 * 1024  # hashed at each end of the file
+PIECES, PIECE_BYTES = 8, 4096  # hashed between the ends, evenly spread
+
+
+def fingerprint(path: str | os.PathLike, size: int | None = None) -> str:
+    """The fingerprint of a regular file's bytes (module docstring); OSError if it cannot be read."""
+    h = hashlib.blake2b(digest_size=16)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks on a FIFO put in its place
+    try:
+        size = os.fstat(fd).st_size if size is None else size
+        h.update(str(size).encode() + b"\x1f")
+        if size <= 2 * EDGE_BYTES + PIECES * PIECE_BYTES:
+            h.update(os.pread(fd, size, 0))
+        else:
+            h.update(os.pread(fd, EDGE_BYTES, 0))
+            middle = size - 2 * EDGE_BYTES - PIECE_BYTES
+            for k in range(PIECES):
+                h.update(os.pread(fd, PIECE_BYTES, EDGE_BYTES + middle * k // (PIECES - 1)))
+            h.update(os.pread(fd, EDGE_BYTES, size - EDGE_BYTES))
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def file_identity(path: str | os.PathLike, input_dir: str | os.PathLike) -> dict | None:
+    """`source` for a record made from `path` (found in `input_dir`): size, modification time and
+    fingerprint; None when it is not a regular file that can be read (a FIFO, a dangling link, a file
+    gone or unreadable: the decoder says what is wrong with it, in its own error record)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        digest = fingerprint(path, st.st_size)
+    except OSError:
+        return None
+    return {"input_dir": _folder(input_dir), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "modified": _utc(st.st_mtime_ns), "fingerprint": digest}
+
+
+def compare(recorded: dict | None, path: str | os.PathLike, input_dir: str | os.PathLike) -> str | None:
+    """None when `path` is the file `recorded` (a record's `source`) describes, else what differs, in
+    words for a one-line message. A record without `source` (written before records carried one) and a
+    file that was not readable then and is not now (both None) compare equal."""
+    if not isinstance(recorded, dict):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"it was {describe(recorded)}; it is now gone ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"it was {describe(recorded)}; it is now not a regular file"
+    if st.st_size == recorded.get("size"):
+        if st.st_mtime_ns == recorded.get("mtime_ns") and _folder(input_dir) == recorded.get("input_dir"):
+            return None
+        try:
+            if fingerprint(path, st.st_size) == recorded.get("fingerprint"):
+                return None  # moved, copied or touched: the same bytes
+        except OSError as exc:
+            return f"it was {describe(recorded)}; it cannot be read now ({exc.strerror})"
+    now = {"input_dir": _folder(input_dir), "size": st.st_size, "modified": _utc(st.st_mtime_ns)}
+    return f"it was {describe(recorded)}; it is now {describe(now)}"
+
+
+def describe(identity: dict) -> str:
+    """A file's identity in words: `1,234,567 bytes, modified 2026-11-20 10:00:03 UTC, in /data/day1`."""
+    size = identity.get("size")
+    size = f"{size:,} bytes" if isinstance(size, int) else "of unknown size"
+    return f"{size}, modified {identity.get('modified', '?')}, in {identity.get('input_dir', '?')}"
+
+
+@functools.lru_cache(maxsize=64)  # one folder for every clip of a job: 30,000 compares, one lookup
+def _folder(input_dir) -> str:
+    return os.path.abspath(os.fspath(Path(input_dir).expanduser()))
+
+
+def _utc(mtime_ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mtime_ns / 1e9))
