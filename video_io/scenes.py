@@ -29,7 +29,7 @@ is no blend of the frames around it (a camera swinging across the scene).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -51,19 +51,26 @@ PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many fr
 class Cut:
     """Where one shot gives way to the next. `time_s`: the first frame of the new shot (hard cut) or
     the middle of a gradual transition; `start_s`/`end_s`: the span over which the picture changes
-    (equal to time_s for a hard cut); `score`: how much the picture changed (0-255 levels)."""
+    (equal to time_s for a hard cut); `score`: how much the picture changed (0-255 levels); `blend`:
+    for a gradual one, what its middle frame is a mix of ("dissolve": the two shots, "fade": a shot
+    and black)."""
 
     time_s: float
     kind: str  # "hard" | "gradual"
     start_s: float
     end_s: float
     score: float
+    blend: str = ""
 
 
 @dataclass(frozen=True)
 class Segment:
+    """A stretch of a video to caption; `shots`: the indices of the shots it spans, where known
+    (video_io/coverage.py), left out of comparisons."""
+
     start_s: float
     end_s: float
+    shots: tuple[int, ...] = field(default=(), compare=False)
 
     @property
     def duration_s(self) -> float:
@@ -231,28 +238,31 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
     excess = np.zeros(len(t))
     excess[valid] = change[valid] - floor
     cuts = [_classify(t, centre, excess, step, a, b, window_s) for a, b in _runs(excess >= threshold)]
-    return _merge([c for c in cuts if _is_transition(c, thumbs, step, threshold)], window_s)
+    checked = [_is_transition(c, thumbs, step, threshold) for c in cuts]
+    return _merge([c for c in checked if c is not None], window_s)
 
 
-def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> bool:
+def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> Cut | None:
     """Changes that pass the rule yet are no change of shot, seen in hand-held real footage
     (caption-bench scenes-real): a 'hard cut' whose one step is small (a flicker, a compression
     pulse: true cuts step 17-56 levels there and in the synthetic sets, these 4-6) and a 'gradual'
     one whose middle frame is no blend of the frames around it (a camera swinging across the scene
     within a second: its middle is another view, 0.44-0.64 of the way apart against at most 0.22
-    for dissolves and fades)."""
+    for dissolves and fades). The cut kept (a gradual one saying what it blends), or None."""
     t = thumbs.times
     if cut.kind == "hard":
-        return float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold
+        return cut if float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold else None
     weights = np.array([1.0, CHROMA_WEIGHT, CHROMA_WEIGHT], np.float32)[:, None, None]
     frame = [thumbs.features[min(len(t) - 1, max(0, int(np.searchsorted(t, x))))].astype(np.float32) * weights
              for x in (cut.start_s - 0.25, cut.time_s, cut.end_s + 0.25)]
     before, middle, after = frame
     black = np.array([16.0, 128.0, 128.0], np.float32)[:, None, None] * weights  # limited-range YUV black
-    mixes = [(before, after), (before, black), (after, black)]  # a dissolve, a fade out, a fade in
-    residual = min(float(np.abs(middle - (a * (1 - k) + b * k)).mean())
-                   for a, b in mixes for k in np.linspace(0.0, 1.0, 21))
-    return residual <= MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean())
+    mixes = {"dissolve": (before, after), "fade": (before, black), "fade in": (after, black)}
+    residual, blend = min((float(np.abs(middle - (a * (1 - k) + b * k)).mean()), name)
+                          for name, (a, b) in mixes.items() for k in np.linspace(0.0, 1.0, 21))
+    if residual > MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean()):
+        return None
+    return replace(cut, blend="fade" if blend.startswith("fade") else "dissolve")
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
