@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from video_io.hard_cuts import hard_cut_frames
 from video_io.source import DecodeError, first_video_stream, open_source
 
 DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
@@ -43,7 +44,9 @@ SHIFT = 1  # cells a thumbnail may move between two frames without counting as a
 CELLS = 24  # thumbnail cells on the short side
 CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
 MIN_HARD_STEP = 2.0  # x threshold: the one step of a hard cut (_is_transition)
+BLACK_LUMA = 32  # a thumbnail whose luma cells are all at most this is black (limited range: black is 16)
 MAX_BLEND_RESIDUAL = 0.35  # of the change across it: a gradual transition's middle is a blend (_is_transition)
+MIN_SHOT_S = 0.15  # two hard cuts closer than this are one (a cut spread over two frames)
 PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many frames (~1-2 s of 1080p work)
 
 
@@ -239,7 +242,18 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
     excess[valid] = change[valid] - floor
     cuts = [_classify(t, centre, excess, step, a, b, window_s) for a, b in _runs(excess >= threshold)]
     checked = [_is_transition(c, thumbs, step, threshold) for c in cuts]
-    return _merge([c for c in checked if c is not None], window_s)
+    frames = hard_cut_frames(t, step, MIN_HARD_STEP * threshold, lambda i, j: _distance(f, i, j))
+    hard = [Cut(float(t[i]), "hard", float(t[i]), float(t[i]), round(float(step[i]), 2)) for i in frames]
+    # a hard cut is one the frame rule finds: a step the window rule took for one is a gradual
+    # transition if its middle is a blend (a fast fade's first frame out of black), else large
+    # motion inside a shot (a car crossing the frame), however large
+    gradual = [c for c in checked if c is not None and c.kind == "gradual"]
+    for c in checked:
+        if c is not None and c.kind == "hard" and not any(abs(h.time_s - c.time_s) < MIN_SHOT_S for h in hard):
+            start, end = _span(t, step, c.time_s, window_s)
+            blended = _is_transition(Cut(c.time_s, "gradual", start, end, c.score), thumbs, step, threshold)
+            gradual += [blended] if blended is not None else []
+    return _merge(gradual + hard, window_s)
 
 
 def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> Cut | None:
@@ -252,6 +266,8 @@ def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: fl
     t = thumbs.times
     if cut.kind == "hard":
         return cut if float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold else None
+    if _through_black(cut, thumbs, threshold):
+        return replace(cut, blend="fade")
     weights = np.array([1.0, CHROMA_WEIGHT, CHROMA_WEIGHT], np.float32)[:, None, None]
     frame = [thumbs.features[min(len(t) - 1, max(0, int(np.searchsorted(t, x))))].astype(np.float32) * weights
              for x in (cut.start_s - 0.25, cut.time_s, cut.end_s + 0.25)]
@@ -263,6 +279,19 @@ def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: fl
     if residual > MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean()):
         return None
     return replace(cut, blend="fade" if blend.startswith("fade") else "dissolve")
+
+
+def _through_black(cut: Cut, thumbs: Thumbnails, threshold: float) -> bool:
+    """A fade through black: a frame of the span is black (every luma cell at most BLACK_LUMA) between
+    pictures that are not. A fade next to a moving shot fails the blend test (its span runs into the
+    motion, caption-bench scenes-real), not this one."""
+    t = thumbs.times
+    lo, hi = np.searchsorted(t, cut.start_s - 0.25), np.searchsorted(t, cut.end_s + 0.25, side="right")
+    luma = thumbs.features[lo:hi, 0].reshape(hi - lo, -1)
+    if not len(luma) or int(luma.max(axis=1).min()) > BLACK_LUMA:
+        return False
+    around = [thumbs.features[max(0, lo - 1), 0], thumbs.features[min(len(t) - 1, hi), 0]]
+    return all(float(a.mean()) >= BLACK_LUMA + 2 * threshold for a in around)
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -305,14 +334,17 @@ def _span(t: np.ndarray, step: np.ndarray, middle: float, window_s: float) -> tu
 
 
 def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:
-    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice)."""
+    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice); but two hard
+    cuts at least MIN_SHOT_S apart are two (a shot shorter than gap_s between them)."""
     kept: list[Cut] = []
-    for cut in sorted(cuts, key=lambda c: c.time_s):
-        if kept and cut.time_s - kept[-1].time_s < gap_s:
-            if cut.score > kept[-1].score:
-                kept[-1] = cut
-            continue
-        kept.append(cut)
+    for cut in sorted(cuts, key=lambda c: (c.time_s, c.kind != "hard")):
+        last = kept[-1] if kept else None
+        if last is None or cut.time_s - last.time_s >= gap_s:
+            kept.append(cut)
+        elif last.kind == "hard" and cut.kind == "hard" and cut.time_s - last.time_s >= MIN_SHOT_S:
+            kept.append(cut)
+        elif cut.score > last.score:
+            kept[-1] = cut
     return kept
 
 
