@@ -88,7 +88,9 @@ def job_coverage(videos: dict[str, dict]) -> dict | None:
             "transitions_s": round(transitions, 3), "fraction": _share(captioned, duration),
             "fraction_outside_transitions": _share(captioned, duration - transitions),
             "left_out_s": {k: round(v, 3) for k, v in sorted(reasons.items())},
-            "per_video": {name: {**v, "fraction": _share(v["captioned_s"], v["duration_s"])}
+            "per_video": {name: {**v, "fraction": _share(v["captioned_s"], v["duration_s"]),
+                                 "fraction_outside_transitions": _share(v["captioned_s"],
+                                                                        v["duration_s"] - v["transitions_s"])}
                           for name, v in sorted(videos.items())}}
 
 
@@ -106,8 +108,19 @@ def coverage_line(coverage: dict | None) -> str | None:
     """The terminal summary's line: seconds captioned of the segmented videos, and what is left out."""
     if not coverage:
         return None
-    left = ", ".join(f"{reason} {seconds:g} s" for reason, seconds in coverage["left_out_s"].items())
+    left = ", ".join(f"{reason} {seconds:.1f} s" for reason, seconds in coverage["left_out_s"].items())
     outside = coverage["fraction_outside_transitions"]
-    return (f"{coverage['captioned_s']:g} of {coverage['duration_s']:g} s captioned in {coverage['videos']} long "
+    return (f"{coverage['captioned_s']:.1f} of {coverage['duration_s']:.1f} s captioned in {coverage['videos']} long "
             f"video(s) ({coverage['fraction']:.0%}" + (f"; {outside:.0%} outside transitions" if outside else "")
             + f"); left out: {left or 'nothing'}")
+
+
+def subtitle_note(records: list[dict]) -> str | None:
+    """caption-export's note for the long videos among `records`: how much of them the cues cover,
+    and that every gap between cues is a span the records leave out, by reason."""
+    coverage = job_coverage(video_coverage([r for r in records if r.get("segment_index") is not None]))
+    if not coverage:
+        return None
+    left = ", ".join(f"{reason} {seconds:.1f} s" for reason, seconds in coverage["left_out_s"].items())
+    return (f"{coverage['videos']} long video(s): cues cover {coverage['captioned_s']:.1f} of "
+            f"{coverage['duration_s']:.1f} s; the records name every gap ({left or 'none'})")

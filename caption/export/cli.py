@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
+from caption.coverage import subtitle_note
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
@@ -143,6 +144,7 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
         found = ", ".join(f"{source}: {n}" for source, n in durations.used.items())
         notes.append(f"whole-clip cues end at the clip's duration from {found} (videos looked for in {input_dir}, "
                      f"{input_from}; --input-dir sets it)")
+    notes += [n for n in [subtitle_note(ok + errors)] if n]  # long videos: the gaps between cues, explained
     done = {"files": len(files), "cues": sum(len(c) for c in by_video.values()), "out": out,
             "selection": f"task {task}, adapter {adapter}", "errors": errors,
             "empty": len(ok) - sum(len(c) for c in by_video.values())}
