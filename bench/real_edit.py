@@ -95,12 +95,13 @@ def _resize(image: np.ndarray) -> np.ndarray:
 
 
 class Footage:
-    def __init__(self, folder: Path):
-        missing = [f for f in FILES if not (folder / f).exists()]
+    def __init__(self, folder: Path, files: list[str] | None = None):
+        files = FILES if files is None else files
+        missing = [f for f in files if not (folder / f).exists()]
         if missing:
             raise SystemExit(f"--sources {folder}: missing {', '.join(missing)} (caption-bench scenes-real --help "
                              "says where each comes from)")
-        self.sources = {f: read_source(folder / f) for f in FILES}
+        self.sources = {f: read_source(folder / f) for f in files}
 
     def picture(self, piece: Piece, t: float) -> np.ndarray:
         """The piece's picture `t` s into it, at SIZE."""

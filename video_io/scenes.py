@@ -240,7 +240,15 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
     floor = _shots_floor(change[valid], centre[valid], window_s, 4 * window_s) if valid.any() else np.array([])
     excess = np.zeros(len(t))
     excess[valid] = change[valid] - floor
-    cuts = [_classify(t, centre, excess, step, a, b, window_s) for a, b in _runs(excess >= threshold)]
+    cuts = []
+    for a, b in _runs(excess >= threshold):
+        cut = _classify(t, centre, excess, step, a, b, window_s)
+        cuts.append(cut)
+        if cut.kind == "hard":  # what of the run the hard cut does not explain: another change close by
+            rest = np.zeros(len(t), bool)
+            rest[a:b] = ~((t[lag[a:b]] < cut.time_s) & (cut.time_s <= t[a:b]))
+            quiet = np.where(t == cut.time_s, 0.0, step)  # its step is not the other change's
+            cuts += [_classify(t, centre, excess, quiet, x, y, window_s) for x, y in _runs(rest)]
     checked = [_is_transition(c, thumbs, step, threshold) for c in cuts]
     frames = hard_cut_frames(t, step, MIN_HARD_STEP * threshold, lambda i, j: _distance(f, i, j))
     hard = [Cut(float(t[i]), "hard", float(t[i]), float(t[i]), round(float(step[i]), 2)) for i in frames]
@@ -334,18 +342,29 @@ def _span(t: np.ndarray, step: np.ndarray, middle: float, window_s: float) -> tu
 
 
 def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:
-    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice); but two hard
-    cuts at least MIN_SHOT_S apart are two (a shot shorter than gap_s between them)."""
+    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice), unless they are
+    _apart (a shot shorter than gap_s between them)."""
     kept: list[Cut] = []
     for cut in sorted(cuts, key=lambda c: (c.time_s, c.kind != "hard")):
         last = kept[-1] if kept else None
         if last is None or cut.time_s - last.time_s >= gap_s:
             kept.append(cut)
-        elif last.kind == "hard" and cut.kind == "hard" and cut.time_s - last.time_s >= MIN_SHOT_S:
+        elif _apart(last, cut):
             kept.append(cut)
         elif cut.score > last.score:
             kept[-1] = cut
     return kept
+
+
+def _apart(a: Cut, b: Cut) -> bool:
+    """Two changes of shot, not one seen twice: hard cuts MIN_SHOT_S apart or more, or a hard cut
+    outside a gradual transition's span (a short shot between them)."""
+    if a.kind == "hard" and b.kind == "hard":
+        return abs(b.time_s - a.time_s) >= MIN_SHOT_S
+    if a.kind == b.kind:
+        return False
+    hard, gradual = (a, b) if a.kind == "hard" else (b, a)
+    return not gradual.start_s - MIN_SHOT_S <= hard.time_s <= gradual.end_s + MIN_SHOT_S
 
 
 def detect_scenes(path: str, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
