@@ -8,7 +8,6 @@ shot (a character rises and fills the frame), a fade through black, and bikes' f
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import numpy as np
@@ -36,5 +35,4 @@ def make_reel(out: Path) -> dict:
     inner = [{"kind": "cut", "time_s": t, "start_s": t, "end_s": t, "similar": True}
              for t in (*BIKES[1:-1], truth["pieces"][1]["at_s"] + BIKES[1])]
     truth["cuts"] = sorted([*truth["cuts"], *inner], key=lambda c: c["time_s"])
-    (out.parent / "scenes.jsonl").write_text(json.dumps(truth) + "\n", encoding="utf-8")
     return truth
