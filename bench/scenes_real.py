@@ -17,8 +17,8 @@ within --tolerance s: precision per family (every detection in its reels), recal
 (and over the joins between similar pictures). Detectors: ours (video_io/scenes.py), PySceneDetect's
 content and adaptive detectors (the bench extra) and FFmpeg's scdet filter (an `ffmpeg` binary:
 Debian's ffmpeg). Coverage: what video.segments=scenes with its defaults plans for each reel
-(video_io/segmenting.py plan_video): seconds in segments over the reel's duration outside its
-transitions' own spans (as found), and what it leaves out, by reason.
+(video_io/coverage.py): seconds in segments over the reel's duration outside its transitions' own
+spans (as found), what it leaves out, by reason, and the same share with segment_short_shots=drop.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from pathlib import Path
 
 from bench.harness import BENCH_DATA, HELD_OUT_SEED, write_results
 from bench.real_edit import FAMILIES, edited_set
-from video_io.scenes import detect_cuts, match_cuts
-from video_io.segmenting import SegmentSpec, plan_video
+from video_io.coverage import cover_shots
+from video_io.scenes import detect_cuts, detect_scenes, match_cuts
+from video_io.segmenting import SegmentSpec
 
 KINDS = ("cut", "dissolve", "fade")
 
@@ -96,20 +97,23 @@ def score(truth: list[dict], found: dict[str, list[float]], tolerance: float) ->
 
 
 def coverage(folder: Path, truth: list[dict]) -> list[dict]:
-    """video.segments=scenes with its defaults on each reel: its segments, and what they leave out."""
-    rows = []
+    """video.segments=scenes with its defaults on each reel: its segments, and what they leave out; and
+    the share the curation rule (segment_short_shots=drop) keeps of the same shots."""
+    spec, rows = SegmentSpec(mode="scenes"), []
     for reel in truth:
-        plan = plan_video(str(folder / reel["video"]), SegmentSpec(mode="scenes"))
+        scan = detect_scenes(str(folder / reel["video"]), spec.threshold)
+        plan = cover_shots(scan.duration_s, scan.cuts, spec.min_s, spec.max_s, spec.trim_s, spec.short)
+        dropped = cover_shots(scan.duration_s, scan.cuts, spec.min_s, spec.max_s, spec.trim_s, "drop").coverage()
         c = plan.coverage()
         reasons: dict[str, float] = {}
         for gap in plan.left_out:
             reasons[gap.reason] = round(reasons.get(gap.reason, 0.0) + gap.end_s - gap.start_s, 3)
-        true_moves = sum(cut["end_s"] - cut["start_s"] for cut in reel["cuts"])
-        rows.append({"video": reel["video"], "shots_true": len(reel["cuts"]) + 1, "segments": len(plan.parts),
-                     "shots_in_segments": sum(len(p.shots) for p in plan.parts), **c,
+        outside = c["duration_s"] - c["transitions_s"]
+        rows.append({"video": reel["video"], "shots_true": len(reel["cuts"]) + 1, "shots_found": len(plan.shots),
+                     "segments": len(plan.parts), "shots_in_segments": sum(len(p.shots) for p in plan.parts), **c,
                      "coverage": round(c["segments_s"] / c["duration_s"], 4),
-                     "coverage_outside_transitions": round(c["segments_s"] / (c["duration_s"] - c["transitions_s"]), 4),
-                     "coverage_outside_true_transitions": round(c["segments_s"] / (c["duration_s"] - true_moves), 4),
+                     "coverage_outside_transitions": round(c["segments_s"] / outside, 4),
+                     "coverage_drop_outside_transitions": round(dropped["segments_s"] / outside, 4),
                      "left_out_by_reason": reasons})
     return rows
 
@@ -136,11 +140,13 @@ def tables(rows: list[dict], cover: list[dict]) -> list[str]:
               f"{_cell(r['recall_dissolve'])} | {_cell(r['precision_fade'])} | {_cell(r['recall_fade'])} | "
               f"{r['detections']} |" for r in rows]
     lines += ["", "Coverage with `video.segments=scenes` and its defaults (ours):", "",
-              "| reel | true shots | segments | shots in segments | duration s | in segments s | coverage | "
-              "outside transitions | left out (s, by reason) |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {c['video']} | {c['shots_true']} | {c['segments']} | {c['shots_in_segments']} | {c['duration_s']:.1f} | "
-              f"{c['segments_s']:.1f} | {c['coverage']:.0%} | {c['coverage_outside_transitions']:.0%} | "
-              + ", ".join(f"{k} {v:g}" for k, v in c["left_out_by_reason"].items()) + " |" for c in cover]
+              "| reel | shots (true / found / in segments) | segments | duration s | in segments s | coverage | "
+              "outside transitions | same, short shots dropped | left out (s, by reason) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {c['video']} | {c['shots_true']} / {c['shots_found']} / {c['shots_in_segments']} | {c['segments']} | "
+              f"{c['duration_s']:.1f} | {c['segments_s']:.1f} | {c['coverage']:.0%} | "
+              f"{c['coverage_outside_transitions']:.0%} | {c['coverage_drop_outside_transitions']:.0%} | "
+              + ", ".join(f"{k} {v:.2f}" for k, v in c["left_out_by_reason"].items()) + " |" for c in cover]
     return lines
 
 

@@ -105,7 +105,8 @@ class VideoSchema:
                                              "segment_over_s is one caption, a longer one is split at its shots; "
                                              "none: every clip whole; scenes: every clip split at its shots; "
                                              "fixed: a piece every segment_stride_s. A segment's record has "
-                                             "segment_index, start_s, end_s (video_io/segmenting.py)")
+                                             "segment_index, start_s, end_s, the shots it spans and the spans "
+                                             "left out beside it (video_io/segmenting.py)")
     segment_over_s: float = option(SegmentSpec.over_s, "segments=auto: clips longer than this (their header's "
                                                        "duration) are split at their shots")
     segment_min_s: float = option(SegmentSpec.min_s, "the shortest segment of one shot: shorter shots are "

@@ -1,9 +1,8 @@
 """Shots of a long video: where one shot gives way to the next (hard cuts, dissolves, fades through
-black), and the segments a caption is written for.
+black). The segments a caption is written for are video_io/coverage.py's.
 
     scan = detect_scenes("walk.mp4")                # decodes the video once
-    parts = segments(scan.duration_s, scan.cuts, min_s=2, max_s=30, trim_s=0.5)
-    parts = fixed_segments(scan.duration_s, stride_s=10)
+    scan.cuts                                       # [Cut(time_s, kind, start_s, end_s, score, blend)]
 
 The detector decodes with PyAV and reads each frame's planes in place: a small thumbnail of block
 means (luma and both chroma planes, about 24 cells on the short side) from a sparse grid of pixels:
@@ -23,7 +22,10 @@ length, the stretch is symmetric about its middle); when one step makes up most 
 hard cut, else a gradual one (dissolve or fade), whose span is where consecutive frames keep changing.
 Two checks then drop what real hand-held footage showed to pass that rule without a change of shot
 (_is_transition): a hard cut whose one step is small (a flicker), and a gradual one whose middle frame
-is no blend of the frames around it (a camera swinging across the scene).
+is no blend of the frames around it (a camera swinging across the scene); a fade is told by its black
+frame. Hard cuts themselves come from a frame-by-frame rule (video_io/hard_cuts.py): on reels edited
+from real footage (caption-bench scenes-real) two cuts less than a second apart, or a cut between
+similar pictures, make one small bump of `change`, and a car crossing the frame makes a large step.
 """
 
 from __future__ import annotations
@@ -393,52 +395,3 @@ def match_cuts(true_s: list[float], found_s: list[float], tolerance_s: float = 0
             used_f.add(j)
             out.append((i, j))
     return sorted(out)
-
-
-# --- segments --------------------------------------------------------------------------------------
-
-def segments(duration_s: float, cuts: list[Cut] | list[float], min_s: float = 1.0, max_s: float | None = None,
-             trim_s: float = 0.0) -> list[Segment]:
-    """The stretches between cuts: each shot, without `trim_s` on each side of a cut (a gradual
-    transition's whole span is left out too), split into equal pieces of at most `max_s`; a piece
-    shorter than `min_s` is dropped (a flash, a shot too short to caption). `cuts`: Cut objects or
-    times in seconds."""
-    if duration_s <= 0 or not math.isfinite(duration_s):
-        return []
-    if max_s is not None and max_s <= 0:
-        raise ValueError(f"max_s must be > 0, got {max_s}")
-    if min_s < 0 or trim_s < 0 or (max_s is not None and min_s > max_s):
-        raise ValueError(f"need 0 <= min_s <= max_s and trim_s >= 0, got {min_s}, {max_s}, {trim_s}")
-    spans = [(c, c) if isinstance(c, (int, float)) else (c.start_s, c.end_s) for c in cuts]
-    edges = [(0.0, 0.0), *sorted((s, e) for s, e in spans if 0 < e and s < duration_s), (duration_s, duration_s)]
-    out = []
-    for (_, left), (right, _) in zip(edges, edges[1:]):
-        start = left + (trim_s if left > 0 else 0.0)
-        end = right - (trim_s if right < duration_s else 0.0)
-        out += _split(start, end, min_s, max_s)
-    return out
-
-
-def _split(start: float, end: float, min_s: float, max_s: float | None) -> list[Segment]:
-    length = end - start
-    if length <= 0 or length < min_s:
-        return []
-    pieces = 1 if max_s is None else max(1, math.ceil(length / max_s - 1e-9))
-    edges = [start + length * i / pieces for i in range(pieces + 1)]
-    return [Segment(round(a, 6), round(b, 6)) for a, b in zip(edges, edges[1:])]
-
-
-def fixed_segments(duration_s: float, stride_s: float, length_s: float | None = None,
-                   min_s: float = 0.0) -> list[Segment]:
-    """Segments every `stride_s` seconds, each `length_s` long (default: stride_s, end to end), the
-    last cut at the video's end and dropped if shorter than `min_s`."""
-    if stride_s <= 0 or (length_s is not None and length_s <= 0):
-        raise ValueError(f"stride_s and length_s must be > 0, got {stride_s}, {length_s}")
-    length_s = stride_s if length_s is None else length_s
-    out, start = [], 0.0
-    while start < duration_s - 1e-9:
-        end = min(start + length_s, duration_s)
-        if end - start >= min_s and end > start:
-            out.append(Segment(round(start, 6), round(end, 6)))
-        start += stride_s
-    return out

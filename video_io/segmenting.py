@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from video_io.coverage import SHORT_SHOTS, CoverPlan, cover_shots, left_out_spans
-from video_io.scenes import DEFAULT_THRESHOLD, Segment, detect_scenes, fixed_segments
+from video_io.coverage import SHORT_SHOTS, CoverPlan, cover_shots, fixed_segments, left_out_spans
+from video_io.scenes import DEFAULT_THRESHOLD, Segment, detect_scenes
 from video_io.source import DecodeError, first_video_stream, open_source
 
 SEGMENT_MODES = ("auto", "none", "scenes", "fixed")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from video_io.coverage import TRIM_SHARE, cover_shots
-from video_io.scenes import Cut, Segment, segments
+from video_io.coverage import TRIM_SHARE, cover_shots, segments
+from video_io.scenes import Cut, Segment
 from video_io.segmenting import segment_infos
 
 

@@ -8,8 +8,8 @@ import av
 import numpy as np
 import pytest
 
-from video_io.scenes import (Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, fixed_segments,
-                             match_cuts, segments)
+from video_io.coverage import fixed_segments, segments
+from video_io.scenes import Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, match_cuts
 from video_io.source import DecodeError
 from video_io.synth.long import LongSpec, generate_long, main, plan_video, read_truth
 
