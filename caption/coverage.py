@@ -16,17 +16,21 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Iterable, Iterator
 
 FAILED = "failed"  # a left-out reason of this module's: the segment's caption failed (its records say why)
 
 
-def segment_records(path: Path, settings_ids: set[str]) -> list[dict]:
-    """The records in `path` of segments made with one of `settings_ids` (this job's)."""
-    out = []
+KEPT = ("video", "segment_index", "status", "start_s", "end_s", "left_out", "coverage")  # what video_coverage reads
+
+
+def segment_records(path: Path, settings_ids: set[str]) -> Iterator[dict]:
+    """The records in `path` of segments made with one of `settings_ids` (this job's), each cut down to
+    KEPT: a job of 100,000 segments does not hold its captions twice to count its seconds."""
     try:
         lines = open(path, encoding="utf-8")
     except OSError:
-        return out
+        return
     with lines:
         for line in lines:
             if '"segment_index"' not in line:  # a whole clip's record: not parsed at all
@@ -37,11 +41,10 @@ def segment_records(path: Path, settings_ids: set[str]) -> list[dict]:
                 continue  # a cut-off last line (an interrupted job)
             if isinstance(record, dict) and record.get("segment_index") is not None \
                     and record.get("settings_id") in settings_ids:
-                out.append(record)
-    return out
+                yield {k: record[k] for k in KEPT if k in record}
 
 
-def video_coverage(records: list[dict]) -> dict[str, dict]:
+def video_coverage(records: Iterable[dict]) -> dict[str, dict]:
     """Per video: its duration, seconds captioned (segments whose records are all ok), of transitions,
     and every span left out, with its reason, in time order."""
     parts: dict[str, dict[int, dict]] = defaultdict(dict)
