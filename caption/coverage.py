@@ -127,3 +127,21 @@ def subtitle_note(records: list[dict]) -> str | None:
     left = ", ".join(f"{reason} {seconds:.1f} s" for reason, seconds in coverage["left_out_s"].items())
     return (f"{coverage['videos']} long video(s): cues cover {coverage['captioned_s']:.1f} of "
             f"{coverage['duration_s']:.1f} s; the records name every gap ({left or 'none'})")
+
+
+WARN_BELOW = 0.9  # of a video's duration outside its transitions
+
+
+def coverage_warning(coverage: dict | None) -> str | None:
+    """A run warning (summary, terminal, caption.log) when long videos have less than WARN_BELOW of
+    their footage outside transitions captioned: the share left without a caption is not a silent one."""
+    if not coverage:
+        return None
+    low = {name: v["fraction_outside_transitions"] for name, v in coverage["per_video"].items()
+           if v["fraction_outside_transitions"] is not None and v["fraction_outside_transitions"] < WARN_BELOW}
+    if not low:
+        return None
+    worst = min(low, key=low.get)
+    return (f"{len(low)} long video(s) have less than {WARN_BELOW:.0%} of their footage outside transitions "
+            f"captioned (least: {worst}, {low[worst]:.0%}); the summary's coverage and the records' left_out "
+            "say what has no caption and why")

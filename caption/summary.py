@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.console import console
-from caption.coverage import coverage_line, coverage_of_job
+from caption.coverage import coverage_line, coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
 from caption.faults import WriteFailed, free_bytes, remove_quietly, writing
 from caption.outcome import exit_status, interrupts
@@ -339,6 +339,8 @@ def run_warnings(job, summary: dict) -> list[str]:
     if job.speculative is not None and summary.get("spec_draft_tokens") == 0 and summary.get("output_tokens"):
         warnings.append(f"spec={job.speculative['method']} proposed no tokens in this job: speculative decoding "
                         "only cost time here; run with spec=none")
+    if coverage_warning(summary.get("coverage")):
+        warnings.append(coverage_warning(summary["coverage"]))
     if summary.get("captions_flagged"):
         warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
                         "characters), removed and noted in their records' flags")
