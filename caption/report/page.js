@@ -152,7 +152,10 @@
     const reasons = {};
     for (const [a, b, why] of t.gap) reasons[why] = (reasons[why] || 0) + (b - a);
     const left = Object.entries(reasons).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(", ") || "nothing";
-    box.append(el("h3", {}, `${video}: ${t.c.toFixed(1)} of ${t.d.toFixed(1)} s captioned (${share}%) · ` +
+    const moves = (reasons.dissolve || 0) + (reasons.fade || 0);
+    const outside = t.d - moves > 0 ? Math.round((100 * t.c) / (t.d - moves)) : 0;
+    box.append(el("h3", {}, `${video}: ${t.c.toFixed(1)} of ${t.d.toFixed(1)} s captioned (${share}%; ` +
+      `${outside}% outside transitions) · ` +
       `${t.seg.length} segments · ${t.cuts.length} cuts · left out: ${left}`));
     const bar = el("div", { class: "bar" });
     const at = (s) => `${((100 * s) / t.d).toFixed(3)}%`;
