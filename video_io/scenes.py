@@ -1,9 +1,8 @@
 """Shots of a long video: where one shot gives way to the next (hard cuts, dissolves, fades through
-black), and the segments a caption is written for.
+black). The segments a caption is written for are video_io/coverage.py's.
 
     scan = detect_scenes("walk.mp4")                # decodes the video once
-    parts = segments(scan.duration_s, scan.cuts, min_s=2, max_s=30, trim_s=0.5)
-    parts = fixed_segments(scan.duration_s, stride_s=10)
+    scan.cuts                                       # [Cut(time_s, kind, start_s, end_s, score, blend)]
 
 The detector decodes with PyAV and reads each frame's planes in place: a small thumbnail of block
 means (luma and both chroma planes, about 24 cells on the short side) from a sparse grid of pixels:
@@ -23,17 +22,21 @@ length, the stretch is symmetric about its middle); when one step makes up most 
 hard cut, else a gradual one (dissolve or fade), whose span is where consecutive frames keep changing.
 Two checks then drop what real hand-held footage showed to pass that rule without a change of shot
 (_is_transition): a hard cut whose one step is small (a flicker), and a gradual one whose middle frame
-is no blend of the frames around it (a camera swinging across the scene).
+is no blend of the frames around it (a camera swinging across the scene); a fade is told by its black
+frame. Hard cuts themselves come from a frame-by-frame rule (video_io/hard_cuts.py): on reels edited
+from real footage (caption-bench scenes-real) two cuts less than a second apart, or a cut between
+similar pictures, make one small bump of `change`, and a car crossing the frame makes a large step.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
+from video_io.hard_cuts import hard_cut_frames
 from video_io.source import DecodeError, first_video_stream, open_source
 
 DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
@@ -43,7 +46,9 @@ SHIFT = 1  # cells a thumbnail may move between two frames without counting as a
 CELLS = 24  # thumbnail cells on the short side
 CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
 MIN_HARD_STEP = 2.0  # x threshold: the one step of a hard cut (_is_transition)
+BLACK_LUMA = 32  # a thumbnail whose luma cells are all at most this is black (limited range: black is 16)
 MAX_BLEND_RESIDUAL = 0.35  # of the change across it: a gradual transition's middle is a blend (_is_transition)
+MIN_SHOT_S = 0.15  # two hard cuts closer than this are one (a cut spread over two frames)
 PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many frames (~1-2 s of 1080p work)
 
 
@@ -51,19 +56,26 @@ PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many fr
 class Cut:
     """Where one shot gives way to the next. `time_s`: the first frame of the new shot (hard cut) or
     the middle of a gradual transition; `start_s`/`end_s`: the span over which the picture changes
-    (equal to time_s for a hard cut); `score`: how much the picture changed (0-255 levels)."""
+    (equal to time_s for a hard cut); `score`: how much the picture changed (0-255 levels); `blend`:
+    for a gradual one, what its middle frame is a mix of ("dissolve": the two shots, "fade": a shot
+    and black)."""
 
     time_s: float
     kind: str  # "hard" | "gradual"
     start_s: float
     end_s: float
     score: float
+    blend: str = ""
 
 
 @dataclass(frozen=True)
 class Segment:
+    """A stretch of a video to caption; `shots`: the indices of the shots it spans, where known
+    (video_io/coverage.py), left out of comparisons."""
+
     start_s: float
     end_s: float
+    shots: tuple[int, ...] = field(default=(), compare=False)
 
     @property
     def duration_s(self) -> float:
@@ -230,29 +242,66 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
     floor = _shots_floor(change[valid], centre[valid], window_s, 4 * window_s) if valid.any() else np.array([])
     excess = np.zeros(len(t))
     excess[valid] = change[valid] - floor
-    cuts = [_classify(t, centre, excess, step, a, b, window_s) for a, b in _runs(excess >= threshold)]
-    return _merge([c for c in cuts if _is_transition(c, thumbs, step, threshold)], window_s)
+    cuts = []
+    for a, b in _runs(excess >= threshold):
+        cut = _classify(t, centre, excess, step, a, b, window_s)
+        cuts.append(cut)
+        if cut.kind == "hard":  # what of the run the hard cut does not explain: another change close by
+            rest = np.zeros(len(t), bool)
+            rest[a:b] = ~((t[lag[a:b]] < cut.time_s) & (cut.time_s <= t[a:b]))
+            quiet = np.where(t == cut.time_s, 0.0, step)  # its step is not the other change's
+            cuts += [_classify(t, centre, excess, quiet, x, y, window_s) for x, y in _runs(rest)]
+    checked = [_is_transition(c, thumbs, step, threshold) for c in cuts]
+    frames = hard_cut_frames(t, step, MIN_HARD_STEP * threshold, lambda i, j: _distance(f, i, j))
+    hard = [Cut(float(t[i]), "hard", float(t[i]), float(t[i]), round(float(step[i]), 2)) for i in frames]
+    # a hard cut is one the frame rule finds: a step the window rule took for one is a gradual
+    # transition if its middle is a blend (a fast fade's first frame out of black), else large
+    # motion inside a shot (a car crossing the frame), however large
+    gradual = [c for c in checked if c is not None and c.kind == "gradual"]
+    for c in checked:
+        if c is not None and c.kind == "hard" and not any(abs(h.time_s - c.time_s) < MIN_SHOT_S for h in hard):
+            start, end = _span(t, step, c.time_s, window_s)
+            blended = _is_transition(Cut(c.time_s, "gradual", start, end, c.score), thumbs, step, threshold)
+            gradual += [blended] if blended is not None else []
+    return _merge(gradual + hard, window_s)
 
 
-def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> bool:
+def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> Cut | None:
     """Changes that pass the rule yet are no change of shot, seen in hand-held real footage
     (caption-bench scenes-real): a 'hard cut' whose one step is small (a flicker, a compression
     pulse: true cuts step 17-56 levels there and in the synthetic sets, these 4-6) and a 'gradual'
     one whose middle frame is no blend of the frames around it (a camera swinging across the scene
     within a second: its middle is another view, 0.44-0.64 of the way apart against at most 0.22
-    for dissolves and fades)."""
+    for dissolves and fades). The cut kept (a gradual one saying what it blends), or None."""
     t = thumbs.times
     if cut.kind == "hard":
-        return float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold
+        return cut if float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold else None
+    if _through_black(cut, thumbs, threshold):
+        return replace(cut, blend="fade")
     weights = np.array([1.0, CHROMA_WEIGHT, CHROMA_WEIGHT], np.float32)[:, None, None]
     frame = [thumbs.features[min(len(t) - 1, max(0, int(np.searchsorted(t, x))))].astype(np.float32) * weights
              for x in (cut.start_s - 0.25, cut.time_s, cut.end_s + 0.25)]
     before, middle, after = frame
     black = np.array([16.0, 128.0, 128.0], np.float32)[:, None, None] * weights  # limited-range YUV black
-    mixes = [(before, after), (before, black), (after, black)]  # a dissolve, a fade out, a fade in
-    residual = min(float(np.abs(middle - (a * (1 - k) + b * k)).mean())
-                   for a, b in mixes for k in np.linspace(0.0, 1.0, 21))
-    return residual <= MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean())
+    mixes = {"dissolve": (before, after), "fade": (before, black), "fade in": (after, black)}
+    residual, blend = min((float(np.abs(middle - (a * (1 - k) + b * k)).mean()), name)
+                          for name, (a, b) in mixes.items() for k in np.linspace(0.0, 1.0, 21))
+    if residual > MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean()):
+        return None
+    return replace(cut, blend="fade" if blend.startswith("fade") else "dissolve")
+
+
+def _through_black(cut: Cut, thumbs: Thumbnails, threshold: float) -> bool:
+    """A fade through black: a frame of the span is black (every luma cell at most BLACK_LUMA) between
+    pictures that are not. A fade next to a moving shot fails the blend test (its span runs into the
+    motion, caption-bench scenes-real), not this one."""
+    t = thumbs.times
+    lo, hi = np.searchsorted(t, cut.start_s - 0.25), np.searchsorted(t, cut.end_s + 0.25, side="right")
+    luma = thumbs.features[lo:hi, 0].reshape(hi - lo, -1)
+    if not len(luma) or int(luma.max(axis=1).min()) > BLACK_LUMA:
+        return False
+    around = [thumbs.features[max(0, lo - 1), 0], thumbs.features[min(len(t) - 1, hi), 0]]
+    return all(float(a.mean()) >= BLACK_LUMA + 2 * threshold for a in around)
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -295,15 +344,29 @@ def _span(t: np.ndarray, step: np.ndarray, middle: float, window_s: float) -> tu
 
 
 def _merge(cuts: list[Cut], gap_s: float) -> list[Cut]:
-    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice)."""
+    """Of cuts closer than gap_s, the stronger (a fade through black can rise twice), unless they are
+    _apart (a shot shorter than gap_s between them)."""
     kept: list[Cut] = []
-    for cut in sorted(cuts, key=lambda c: c.time_s):
-        if kept and cut.time_s - kept[-1].time_s < gap_s:
-            if cut.score > kept[-1].score:
-                kept[-1] = cut
-            continue
-        kept.append(cut)
+    for cut in sorted(cuts, key=lambda c: (c.time_s, c.kind != "hard")):
+        last = kept[-1] if kept else None
+        if last is None or cut.time_s - last.time_s >= gap_s:
+            kept.append(cut)
+        elif _apart(last, cut):
+            kept.append(cut)
+        elif cut.score > last.score:
+            kept[-1] = cut
     return kept
+
+
+def _apart(a: Cut, b: Cut) -> bool:
+    """Two changes of shot, not one seen twice: hard cuts MIN_SHOT_S apart or more, or a hard cut
+    outside a gradual transition's span (a short shot between them)."""
+    if a.kind == "hard" and b.kind == "hard":
+        return abs(b.time_s - a.time_s) >= MIN_SHOT_S
+    if a.kind == b.kind:
+        return False
+    hard, gradual = (a, b) if a.kind == "hard" else (b, a)
+    return not gradual.start_s - MIN_SHOT_S <= hard.time_s <= gradual.end_s + MIN_SHOT_S
 
 
 def detect_scenes(path: str, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
@@ -332,52 +395,3 @@ def match_cuts(true_s: list[float], found_s: list[float], tolerance_s: float = 0
             used_f.add(j)
             out.append((i, j))
     return sorted(out)
-
-
-# --- segments --------------------------------------------------------------------------------------
-
-def segments(duration_s: float, cuts: list[Cut] | list[float], min_s: float = 1.0, max_s: float | None = None,
-             trim_s: float = 0.0) -> list[Segment]:
-    """The stretches between cuts: each shot, without `trim_s` on each side of a cut (a gradual
-    transition's whole span is left out too), split into equal pieces of at most `max_s`; a piece
-    shorter than `min_s` is dropped (a flash, a shot too short to caption). `cuts`: Cut objects or
-    times in seconds."""
-    if duration_s <= 0 or not math.isfinite(duration_s):
-        return []
-    if max_s is not None and max_s <= 0:
-        raise ValueError(f"max_s must be > 0, got {max_s}")
-    if min_s < 0 or trim_s < 0 or (max_s is not None and min_s > max_s):
-        raise ValueError(f"need 0 <= min_s <= max_s and trim_s >= 0, got {min_s}, {max_s}, {trim_s}")
-    spans = [(c, c) if isinstance(c, (int, float)) else (c.start_s, c.end_s) for c in cuts]
-    edges = [(0.0, 0.0), *sorted((s, e) for s, e in spans if 0 < e and s < duration_s), (duration_s, duration_s)]
-    out = []
-    for (_, left), (right, _) in zip(edges, edges[1:]):
-        start = left + (trim_s if left > 0 else 0.0)
-        end = right - (trim_s if right < duration_s else 0.0)
-        out += _split(start, end, min_s, max_s)
-    return out
-
-
-def _split(start: float, end: float, min_s: float, max_s: float | None) -> list[Segment]:
-    length = end - start
-    if length <= 0 or length < min_s:
-        return []
-    pieces = 1 if max_s is None else max(1, math.ceil(length / max_s - 1e-9))
-    edges = [start + length * i / pieces for i in range(pieces + 1)]
-    return [Segment(round(a, 6), round(b, 6)) for a, b in zip(edges, edges[1:])]
-
-
-def fixed_segments(duration_s: float, stride_s: float, length_s: float | None = None,
-                   min_s: float = 0.0) -> list[Segment]:
-    """Segments every `stride_s` seconds, each `length_s` long (default: stride_s, end to end), the
-    last cut at the video's end and dropped if shorter than `min_s`."""
-    if stride_s <= 0 or (length_s is not None and length_s <= 0):
-        raise ValueError(f"stride_s and length_s must be > 0, got {stride_s}, {length_s}")
-    length_s = stride_s if length_s is None else length_s
-    out, start = [], 0.0
-    while start < duration_s - 1e-9:
-        end = min(start + length_s, duration_s)
-        if end - start >= min_s and end > start:
-            out.append(Segment(round(start, 6), round(end, 6)))
-        start += stride_s
-    return out

@@ -8,9 +8,12 @@ Modes (`video.segments`):
   longer one is split at its shots, as "scenes" does. Its length comes from the container's header
   (no frame decoded), so short clips cost nothing more than before.
 - "none": every clip is one caption, however long.
-- "scenes": every clip is split at its shots (video_io/scenes.py: hard cuts and gradual transitions),
-  `trim_s` left out on each side of a cut, shots longer than `max_s` cut into equal pieces, pieces
-  shorter than `min_s` dropped; a clip with no piece left (shorter than `min_s`) is one segment.
+- "scenes": every clip is split at its shots (video_io/scenes.py: hard cuts and gradual transitions)
+  and every second of it belongs to a segment but a gradual transition's own span and a trim at each
+  cut (video_io/coverage.py): shots shorter than `min_s` are captioned together as a "montage"
+  segment (`short="montage"`), shots longer than `max_s` cut into equal pieces. `short="drop"` is the
+  curation behaviour: `trim_s` off each side of a cut, pieces shorter than `min_s` dropped. A clip
+  with no piece left is one segment. What a plan leaves out is named, with its reason.
 - "fixed": a piece every `stride_s` seconds, end to end, with no shot detection; a last piece shorter
   than `min_s` is dropped (unless it is the only one).
 
@@ -25,7 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from video_io.scenes import DEFAULT_THRESHOLD, Segment, detect_scenes, fixed_segments, segments
+from video_io.coverage import SHORT_SHOTS, CoverPlan, cover_shots, fixed_segments, left_out_spans
+from video_io.scenes import DEFAULT_THRESHOLD, Segment, detect_scenes
 from video_io.source import DecodeError, first_video_stream, open_source
 
 SEGMENT_MODES = ("auto", "none", "scenes", "fixed")
@@ -35,15 +39,18 @@ SEGMENT_MODES = ("auto", "none", "scenes", "fixed")
 class SegmentSpec:
     mode: str = "auto"
     over_s: float = 60.0  # auto: clips longer than this (by their header) are split at their shots
-    min_s: float = 2.0  # pieces shorter than this are dropped (a flash, a shot too short to caption)
+    min_s: float = 2.0  # shots shorter than this are captioned together (short="montage") or dropped ("drop")
     max_s: float = 60.0  # shots longer than this are cut into equal pieces of at most this
     stride_s: float = 10.0  # fixed: a piece every this many seconds
     trim_s: float = 0.5  # left out on each side of a cut (and a gradual transition's whole span)
     threshold: float = DEFAULT_THRESHOLD  # shot detection: video_io/scenes.py detect_scenes
+    short: str = "montage"  # shots shorter than min_s: "montage" (captioned together) or "drop" (curation)
 
     def __post_init__(self):
         if self.mode not in SEGMENT_MODES:
             raise ValueError(f"segments must be one of {', '.join(SEGMENT_MODES)}, got {self.mode!r}")
+        if self.short not in SHORT_SHOTS:
+            raise ValueError(f"segment_short_shots must be one of {', '.join(SHORT_SHOTS)}, got {self.short!r}")
         for name in ("over_s", "max_s", "stride_s", "threshold"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -60,18 +67,37 @@ class SegmentSpec:
         if self.mode == "fixed":
             return f"fixed every {self.stride_s:g} s, >= {self.min_s:g} s"
         shots = (f"shots (threshold {self.threshold:g}), {self.min_s:g}-{self.max_s:g} s, "
-                 f"trim {self.trim_s:g} s")
+                 + (f"trim {self.trim_s:g} s, short shots dropped" if self.short == "drop"
+                    else f"trim up to {self.trim_s:g} s, short shots as montages"))
         return shots if self.mode == "scenes" else f"clips over {self.over_s:g} s at {shots}"
 
 
 @dataclass(frozen=True)
 class SegmentInfo:
-    """Where a decoded clip lies in its video: segment `index` of `count`, [start_s, end_s) seconds."""
+    """Where a decoded clip lies in its video: segment `index` of `count`, [start_s, end_s) seconds;
+    `shots`: the shots it spans ((index, start_s, end_s) each, where shots were found); `left_out`: the
+    spans no segment covers between the segment before it and this one (and after it, for the last),
+    LeftOut.to_dict() each; `coverage`: the video's (CoverPlan.coverage)."""
 
     index: int
     count: int
     start_s: float
     end_s: float
+    shots: tuple = ()
+    left_out: tuple = ()
+    coverage: dict | None = None
+
+
+def segment_infos(plan: CoverPlan) -> list[SegmentInfo]:
+    """The SegmentInfo of each of a plan's parts, each with its shots and the left-out spans before it."""
+    count, coverage, out = len(plan.parts), plan.coverage(), []
+    for index, part in enumerate(plan.parts):
+        after = plan.parts[index - 1].end_s if index else float("-inf")
+        until = part.start_s if index < count - 1 else float("inf")
+        gaps = tuple(g.to_dict() for g in plan.left_out if after - 1e-6 <= g.start_s and g.end_s <= until + 1e-6)
+        shots = tuple((s.index, round(s.start_s, 3), round(s.end_s, 3)) for s in plan.shots if s.index in part.shots)
+        out.append(SegmentInfo(index, count, part.start_s, part.end_s, shots, gaps, coverage))
+    return out
 
 
 def header_duration(path: str) -> float | None:
@@ -89,6 +115,12 @@ def plan_segments(path: str, spec: SegmentSpec, progress: Callable[[], None] | N
     """The segments of `path` to caption, in time order; None: caption the whole clip (as always).
     `progress` is called now and then while shots are detected (a long video decodes for minutes).
     Raises DecodeError when the file cannot be read."""
+    plan = plan_video(path, spec, progress)
+    return None if plan is None else plan.parts
+
+
+def plan_video(path: str, spec: SegmentSpec, progress: Callable[[], None] | None = None) -> CoverPlan | None:
+    """plan_segments with what the segments cover: the shots found and every span left out, with why."""
     if spec.mode == "none":
         return None
     if spec.mode == "auto":
@@ -103,9 +135,12 @@ def plan_segments(path: str, spec: SegmentSpec, progress: Callable[[], None] | N
         if length is None:
             length = detect_scenes(path, spec.threshold, progress=progress).duration_s
         parts = fixed_segments(length, spec.stride_s, min_s=spec.min_s) or [Segment(0.0, round(length, 6))]
-        return parts
+        return CoverPlan(length, [], parts, left_out_spans(length, parts, [], [], "montage", tail=True))
     scan = detect_scenes(path, spec.threshold, progress=progress)
     if scan.duration_s <= 0:
         raise DecodeError("the video has no duration")
-    return (segments(scan.duration_s, scan.cuts, spec.min_s, spec.max_s, spec.trim_s)
-            or [Segment(0.0, round(scan.duration_s, 6))])
+    plan = cover_shots(scan.duration_s, scan.cuts, spec.min_s, spec.max_s, spec.trim_s, spec.short)
+    if plan.parts:
+        return plan
+    whole = Segment(0.0, round(scan.duration_s, 6), tuple(s.index for s in plan.shots))
+    return CoverPlan(plan.duration_s, plan.shots, [whole])

@@ -31,8 +31,7 @@ from multiprocessing.connection import wait
 from typing import Callable, Iterable, Iterator
 
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
-from video_io.scenes import Segment
-from video_io.segmenting import SegmentInfo, SegmentSpec, plan_segments
+from video_io.segmenting import SegmentInfo, SegmentSpec, plan_video, segment_infos
 
 
 @dataclass
@@ -79,7 +78,7 @@ class SegmentPlan:
     """A worker's first message for a segmented video: the segments it is about to decode."""
 
     path: str
-    parts: list[Segment]
+    parts: list[SegmentInfo]  # each with its shots and what is left out before it
     scan_s: float
 
 
@@ -123,23 +122,24 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
     """What a worker sends for one path: the whole clip's result; or, for a video `segments` splits,
     its SegmentPlan and then one result per segment, frames sampled inside the segment (its window)."""
     started = time.perf_counter()
-    parts = None
+    plan = None
     if segments is not None and segments.mode != "none":
         try:
-            parts = plan_segments(path, segments, progress)
+            plan = plan_video(path, segments, progress)
         except Exception as exc:  # DecodeError: why the file cannot be read; else a library's surprise
             detail = str(exc) if isinstance(exc, DecodeError) else \
                 f"unexpected decoder error: {traceback.format_exception_only(type(exc), exc)[-1].strip()}"
             yield DecodeResult(path, None, f"finding its segments: {detail}", time.perf_counter() - started)
             return
-    if parts is None:
+    if plan is None:
         yield _decode_to_result(path, spec, decode_fn)
         return
     scan_s = time.perf_counter() - started
+    parts = segment_infos(plan)
     yield SegmentPlan(path, parts, scan_s)
     for index, part in enumerate(parts):
         result = _decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn)
-        result.segment = SegmentInfo(index, len(parts), part.start_s, part.end_s)
+        result.segment = part
         result.last, result.scan_s = index == len(parts) - 1, scan_s
         yield result
 
@@ -378,6 +378,6 @@ class DecodeStream:
                 part = plan.parts[index]
                 why = error if index == first else f"not decoded: the decoder was lost on segment {first} ({error})"
                 self.results.append(DecodeResult(worker.path, None, why, seconds if index == first else 0.0,
-                                                 segment=SegmentInfo(index, count, part.start_s, part.end_s),
+                                                 segment=part,
                                                  last=index == count - 1, scan_s=plan.scan_s))
         self.pool._replace(worker)

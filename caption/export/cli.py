@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
+from caption.coverage import subtitle_note
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
@@ -157,6 +158,7 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
         video, why = next(iter(changed.items()))
         notes.append(f"{len(changed)} video(s) changed since captioning, their subtitles left out (e.g. '{video}': "
                      f"{why}); caption them again with recaption_changed=true")
+    notes += [n for n in [subtitle_note(ok + errors)] if n]  # long videos: the gaps between cues, explained
     done = {"files": len(files), "cues": sum(len(c) for c in by_video.values()), "out": out,
             "selection": f"task {task}, adapter {adapter}", "errors": errors,
             "empty": empty}

@@ -5,8 +5,9 @@ Every record starts with `video` (so a cut-off last line can be told from anothe
 RECORD_PREFIX), then task, adapter, status (ok | error), caption, error, the model and engine, and
 `settings` with its `settings_id` (how it was made: caption/fingerprint.py). A segment's record adds
 `segment_index`, `segments` (how many the video has: what tells a resumed job whether the video is
-complete), `start_s` and `end_s` (seconds of the source video); a whole clip's record has none of
-them, as before segments existed. A result adds what the engine and the decoder report.
+complete), `start_s` and `end_s` (seconds of the source video), and what it covers (`shots`,
+`left_out`, `coverage`: coverage_fields); a whole clip's record has none of them, as before segments
+existed. A result adds what the engine and the decoder report.
 caption/records.py stores records, eval/ scores them and the review page (caption/report/) shows
 them, all through this module.
 """
@@ -49,8 +50,24 @@ def segment_fields(segment) -> dict:
     """A segment's fields in its records (segment: video_io.segmenting.SegmentInfo, or None)."""
     if segment is None:
         return {}
-    return {"segment_index": segment.index, "segments": segment.count,
-            "start_s": round(segment.start_s, 6), "end_s": round(segment.end_s, 6)}
+    fields = {"segment_index": segment.index, "segments": segment.count,
+              "start_s": round(segment.start_s, 6), "end_s": round(segment.end_s, 6)}
+    return fields | coverage_fields(segment)
+
+
+def coverage_fields(segment) -> dict:
+    """What a segment covers (video_io/segmenting.py SegmentInfo): `shots` it spans ({index, start_s,
+    end_s} each), `left_out`: the spans of the video no segment covers just before it (and after it,
+    for the last segment), each with its reason; `coverage`: the video's seconds, its segments'
+    seconds, its transitions' and what is left out in all. Together, a video's records name every
+    second its segments leave out."""
+    fields = {}
+    if getattr(segment, "shots", None):
+        fields["shots"] = [{"index": i, "start_s": a, "end_s": b} for i, a, b in segment.shots]
+    if getattr(segment, "coverage", None) is not None:
+        fields["left_out"] = list(segment.left_out)
+        fields["coverage"] = dict(segment.coverage)
+    return fields
 
 
 def base_record(job, video: str, task: str, adapter: str | None, segment=None) -> dict:

@@ -142,6 +142,37 @@
     return art;
   }
 
+  // A long video's timeline, above its first entry on the page: segments (green, red if failed),
+  // cuts between shots (ticks) and the spans no segment covers (hatched, the reason on hover).
+  function timeline(video) {
+    const t = (DATA.timelines || {})[video];
+    if (!t) return null;
+    const box = el("section", { class: "timeline", "data-video": video });
+    const share = t.d > 0 ? Math.round((100 * t.c) / t.d) : 0;
+    const reasons = {};
+    for (const [a, b, why] of t.gap) reasons[why] = (reasons[why] || 0) + (b - a);
+    const left = Object.entries(reasons).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(", ") || "nothing";
+    const moves = (reasons.dissolve || 0) + (reasons.fade || 0);
+    const outside = t.d - moves > 0 ? Math.round((100 * t.c) / (t.d - moves)) : 0;
+    box.append(el("h3", {}, `${video}: ${t.c.toFixed(1)} of ${t.d.toFixed(1)} s captioned (${share}%; ` +
+      `${outside}% outside transitions) · ` +
+      `${t.seg.length} segments · ${t.cuts.length} cuts · left out: ${left}`));
+    const bar = el("div", { class: "bar" });
+    const at = (s) => `${((100 * s) / t.d).toFixed(3)}%`;
+    const span = (cls, a, b, title) => {
+      const node = el("div", { class: cls, title });
+      node.style.left = at(a);
+      node.style.width = at(b - a);
+      return node;
+    };
+    t.seg.forEach(([a, b, ok], k) => bar.append(span("seg " + (ok ? "ok" : "error"), a, b,
+      `segment ${k}: ${a}-${b} s${ok ? "" : " (failed)"}`)));
+    for (const [a, b, why] of t.gap) bar.append(span("gap " + why, a, b, `${a}-${b} s left out: ${why}`));
+    for (const c of t.cuts) bar.append(span("cut", c, c, `cut at ${c} s`));
+    box.append(bar);
+    return box;
+  }
+
   function render() {
     const state = readState();
     $("status").value = state.status;
@@ -155,7 +186,18 @@
     $("prev").disabled = page <= 1;
     $("next").disabled = page >= pages;
     const main = $("clips");
-    main.replaceChildren(...shown.map((i) => clipRow(CLIPS[i])));
+    const rows = [];
+    let lastVideo = null;
+    for (const i of shown) {
+      const vid = CLIPS[i].vid;
+      if (vid && vid !== lastVideo) {
+        const line = timeline(vid);
+        if (line) rows.push(line);
+      }
+      lastVideo = vid || null;
+      rows.push(clipRow(CLIPS[i]));
+    }
+    main.replaceChildren(...rows);
     if (!shown.length) main.append(el("p", { id: "empty" }, "No clip matches."));
     main.dataset.page = page;
     main.dataset.matching = list.length;

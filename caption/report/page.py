@@ -15,6 +15,7 @@ from html import escape
 from importlib import resources
 
 from caption.report.data import ClipEntry, ReportData, shown_record
+from caption.report.timeline import timelines
 
 DEFAULT_PAGE_SIZE = 50
 
@@ -23,6 +24,8 @@ def clip_payload(clip: ClipEntry, thumbs: dict | None, placeholders: dict[str, i
     records = [shown_record(r) for r in clip.records]
     scores = [r["meteor"] for r in records if "meteor" in r]
     out = {"v": clip.key, "s": clip.status, "r": records}
+    if clip.segment is not None:  # which video's timeline the entry belongs under
+        out["vid"] = clip.video
     if scores:
         out["score"] = min(scores)  # sort key: the clip's worst caption
     if clip.decoder:
@@ -53,6 +56,7 @@ def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size
         "flagged": sum(bool(r.get("flags")) for c in data.clips for r in c.records),
         "placeholders": list(placeholders),
         "clips": clips,
+        "timelines": timelines(data.clips),  # long videos: segments, cuts and what is left out
     }
     # "<" only occurs inside JSON strings, where \u003c means the same: no "</script>" or "<!--"
     # can end or confuse the script element whatever a caption or file name contains.

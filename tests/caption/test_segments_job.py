@@ -109,3 +109,67 @@ def test_the_transformers_engine_captions_segments_too(long_dir, compose_config,
     assert summary["exit_status"] == 0 and summary["segments_run"] == len(records) == 3
     assert [r["segment_index"] for r in sorted(records, key=lambda r: r["start_s"])] == [0, 1, 2]
     assert all(r["engine"] == "hf" and r["caption"] and r["end_s"] > r["start_s"] for r in records)
+
+
+@pytest.mark.slow
+def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_and_subtitles(tmp_path):
+    """The `caption` command on real footage with real editing (tests/video_io/real_footage.py), as a user
+    runs it: every second is in a segment or named as left out, and each place results live says so."""
+    import os
+    import subprocess
+    import sys
+
+    import srt
+
+    from tests.caption.browser import _run as chromium_run
+    from tests.video_io.real_footage import make_reel
+
+    folder = tmp_path / "reels"
+    folder.mkdir()
+    make_reel(folder / "reel.mp4")
+    out, bin_dir, env = tmp_path / "c.jsonl", os.path.dirname(sys.executable), {**os.environ, "HF_HUB_OFFLINE": "1"}
+    job = subprocess.run([os.path.join(bin_dir, "caption"), f"input_dir={folder}", f"output={out}",
+                          "video.segments=scenes", "progress=false", "video.workers=1",
+                          f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env, timeout=600)
+    assert job.returncode == 0, job.stderr[-2000:]
+    records = sorted(_records(out), key=lambda r: r["segment_index"])
+    # the records: segments and left-out spans tile the reel; every shot is in a segment
+    spans = sorted([(r["start_s"], r["end_s"]) for r in records] +
+                   [(g["start_s"], g["end_s"]) for r in records for g in r["left_out"]])
+    assert spans[0][0] == 0 and all(abs(a[1] - b[0]) < 2e-3 for a, b in zip(spans, spans[1:]))
+    coverage = records[0]["coverage"]
+    assert abs(spans[-1][1] - coverage["duration_s"]) < 2e-3 and all(r["coverage"] == coverage for r in records)
+    assert sorted(s["index"] for r in records for s in r["shots"]) == list(range(10))
+    assert {g["reason"] for r in records for g in r["left_out"]} <= {"trim", "dissolve", "fade"}
+    # the summary and the terminal: seconds captioned, >= 90% outside transitions, left out by reason
+    summary = json.loads(out.with_name(out.name + ".summary.json").read_text(encoding="utf-8"))["coverage"]
+    video = summary["per_video"]["reel.mp4"]
+    assert video["fraction_outside_transitions"] >= 0.9 and video["segments"] == len(records)
+    assert sum(summary["left_out_s"].values()) == pytest.approx(coverage["left_out_s"], abs=0.01)
+    line = next(x for x in job.stdout.splitlines() if x.strip().startswith("coverage"))
+    assert f"{summary['captioned_s']:.1f} of {summary['duration_s']:.1f} s captioned" in line and "trim" in line
+    # subtitles: a cue per segment at its times; every gap between cues is a span the records leave out
+    export = subprocess.run([os.path.join(bin_dir, "caption-export"), str(out), "--format", "srt"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert export.returncode == 0 and "the records name every gap" in export.stderr
+    cues = list(srt.parse((tmp_path / "c-srt" / "reel.srt").read_text(encoding="utf-8")))
+    assert [(round(c.start.total_seconds(), 2), round(c.end.total_seconds(), 2)) for c in cues] == \
+        [(round(r["start_s"], 2), round(r["end_s"], 2)) for r in records]
+    gaps = [(round(a.end.total_seconds(), 2), round(b.start.total_seconds(), 2)) for a, b in zip(cues, cues[1:])]
+    named = {}
+    for r in records:
+        for g in r["left_out"]:
+            named.setdefault(round(g["start_s"], 2), round(g["end_s"], 2))
+    for start, end in gaps:  # a chain of named spans from one cue's end to the next cue's start
+        at = start
+        while at < end:
+            assert at in named, f"the gap {start}-{end} s between cues is not named in the records"
+            at = named[at]
+    # the review page draws the reel's timeline above its first segment
+    report = tmp_path / "report.html"
+    subprocess.run([os.path.join(bin_dir, "caption-report"), str(out), "--out", str(report)], check=True,
+                   capture_output=True, env=env, timeout=300)
+    dom = chromium_run(report, "", ["--dump-dom"], tmp_path / "profile")
+    timeline = dom.index('class="timeline"')
+    assert timeline < dom.index('class="clip ok"') and "reel.mp4: " in dom[timeline:timeline + 400]
+    assert dom.count('class="seg ok"') == len(records) and dom.count('class="cut"') == 9

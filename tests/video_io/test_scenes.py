@@ -8,8 +8,8 @@ import av
 import numpy as np
 import pytest
 
-from video_io.scenes import (Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, fixed_segments,
-                             match_cuts, segments)
+from video_io.coverage import fixed_segments, segments
+from video_io.scenes import Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, match_cuts
 from video_io.source import DecodeError
 from video_io.synth.long import LongSpec, generate_long, main, plan_video, read_truth
 
@@ -238,3 +238,42 @@ def test_a_swinging_camera_and_an_exposure_jump_are_not_cuts_a_dissolve_is():
     hard = [base] * 60 + [other] * 60
     [cut] = find_cuts(_thumbs(hard))
     assert cut.kind == "hard" and cut.time_s == pytest.approx(60 / 25)
+
+
+@pytest.fixture(scope="module")
+def real_reel(tmp_path_factory):
+    """Real footage with real editing (tests/video_io/real_footage.py): a 0.32-s shot, shots of one street,
+    a mirrored repeat, a dissolve, a fade, a car crossing the frame and a character filling it."""
+    from tests.video_io.real_footage import make_reel
+
+    path = tmp_path_factory.mktemp("real") / "reel.mp4"
+    return path, make_reel(path)
+
+
+def test_real_editing_every_change_found_none_inside_large_motion(real_reel):
+    path, truth = real_reel
+    cuts = detect_scenes(str(path)).cuts
+    pairs = match_cuts([c["time_s"] for c in truth["cuts"]], [c.time_s for c in cuts], 0.5)
+    assert len(pairs) == len(truth["cuts"]) == 9  # the 0.32-s shot's two cuts and the mirrored repeat included
+    assert len(cuts) == len(pairs)  # nothing inside the car crossing (4.0 s) or the rising character
+    for i, j in pairs:
+        kind = truth["cuts"][i]["kind"]
+        assert cuts[j].kind == ("hard" if kind == "cut" else "gradual")
+        assert kind == "cut" and abs(cuts[j].time_s - truth["cuts"][i]["time_s"]) <= 0.05 or \
+            kind != "cut" and cuts[j].blend == kind  # a hard cut to its frame; a fade told from a dissolve
+
+
+def test_real_editing_is_covered_but_for_its_transitions_and_trims(real_reel):
+    from video_io.segmenting import SegmentSpec, plan_video
+
+    path, truth = real_reel
+    plan = plan_video(str(path), SegmentSpec(mode="scenes"))
+    assert sorted(i for p in plan.parts for i in p.shots) == [s.index for s in plan.shots] and len(plan.shots) == 10
+    c = plan.coverage()
+    assert c["segments_s"] / (c["duration_s"] - c["transitions_s"]) >= 0.9
+    assert {g.reason for g in plan.left_out} <= {"trim", "dissolve", "fade"}
+    assert c["segments_s"] + c["left_out_s"] == pytest.approx(c["duration_s"], abs=1e-3)
+    # the curation rule drops the 1.2-2.4-s shots: most of the reel, each span named
+    dropped = plan_video(str(path), SegmentSpec(mode="scenes", short="drop"))
+    assert dropped.coverage()["segments_s"] < 0.6 * c["segments_s"]
+    assert "short" in {g.reason for g in dropped.left_out}
