@@ -57,7 +57,7 @@ def test_the_server_settings_are_read_and_its_address_named_without_its_query(co
                "engine.api_key_env=VIDCAP_TEST_KEY", "engine.served_model=m", "engine.retries=0")
     assert job.server.public_url == "https://gpu-box:8000/v1" and job.server.api_key() == "k"
     assert (job.server.served_model, job.server.retries, job.requested_engine) == ("m", 0, "server")
-    assert job.engine_options.max_inflight == 16  # conf/engine/server.yaml
+    assert job.engine_options.max_inflight == 64  # conf/engine/server.yaml
 
 
 def test_a_url_with_credentials_never_reaches_the_run_folder(tmp_path, synth_dir):
