@@ -14,7 +14,7 @@ import argparse
 
 from bench import (chaos, cpu_runtime, decode, decode_memory, engine_only, engines, gpu, installers, lora, memory,
                    meteor, prefix, prune, quant, resume, runners, sampling, scaleout, scenes, scenes_real, segments,
-                   spec, torch_compile)
+                   server, spec, torch_compile)
 
 # subcommand -> module (each has a docstring whose first line is its one-line description,
 # add_arguments(parser) and run(args) -> exit status)
@@ -23,7 +23,7 @@ BENCHMARKS = {
     "memory": memory, "runners": runners, "prefix": prefix, "spec": spec, "prune": prune, "lora": lora, "quant": quant,
     "sampling": sampling, "decode": decode, "decode-memory": decode_memory, "meteor": meteor,
     "chaos": chaos, "scaleout": scaleout, "scenes": scenes, "scenes-real": scenes_real, "segments": segments,
-    "installers": installers, "gpu": gpu, "resume": resume,
+    "installers": installers, "gpu": gpu, "resume": resume, "server": server,
 }
 
 

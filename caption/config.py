@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.spec import EngineSpec
-from caption.engines.options import EngineOptions
+from caption.engines.options import EngineOptions, ServerOptions
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
 from caption.prompts import INSTRUCTIONS_KO
@@ -27,7 +27,7 @@ from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
-ENGINES = ("auto", "vllm", "hf")
+ENGINES = ("auto", "vllm", "hf", "server")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
@@ -86,7 +86,7 @@ class JobConfig:
     progress: bool
     verbose: bool
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
-    requested_engine: str  # auto, vllm or hf, after what sampling and speculative decoding decide
+    requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
     engine_options: EngineOptions
     gpu: dict  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
     quant: dict  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
@@ -113,6 +113,7 @@ class JobConfig:
     settings_ids: dict | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
+    server: ServerOptions | None = None  # engine=server: the server and how to talk to it
 
     @property
     def engine(self) -> str:
@@ -289,6 +290,9 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | 
     video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
     requested = str(cfg.engine.name)
     pruned = _prune_rate(cfg) > 0
+    if requested == "server":
+        _check_server_job(cfg, sampling, spec, pruned)
+        return requested
     if pruned and (requested == "hf" or sampling.beam_search and sampling.do_sample):
         raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` runs on engine=vllm: transformers' generate "
                           "has no video-token pruning for these families; use engine=vllm (or auto), or "
@@ -312,6 +316,35 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | 
                               "(or engine=auto), or spec=none")
         return "vllm"
     return requested
+
+
+def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None, pruned: bool) -> None:
+    """engine=server: what the server decides when it starts cannot be asked of it per request."""
+    if spec is not None:
+        raise ConfigError(f"`spec={spec['method']}` with engine=server: speculative decoding is the server's (vLLM: "
+                          "--speculative-config when it starts); set spec=none")
+    if pruned:
+        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` with engine=server: video-token pruning is the "
+                          "server's (vLLM: --video-pruning-rate when it starts); set video.prune_rate=0")
+    if cfg.quant.method not in ("auto", "none"):
+        raise ConfigError(f"`quant={cfg.quant.method}` with engine=server: the server loads the weights it serves; "
+                          "serve a quantized checkpoint there and drop the quant setting here")
+    if sampling.beam_search and sampling.do_sample:
+        raise ConfigError(f"`sampling={sampling.name}` samples within beam search, which vLLM's beam search cannot "
+                          "(it ranks beams by raw log-probabilities): use engine=hf, or sampling.temperature=0")
+    if cfg.runner.name != "local":
+        raise ConfigError("`runner=ray` with engine=server: the server is where the work scales out; use "
+                          "runner=local and raise engine.max_inflight (or put several servers behind one address)")
+
+
+def _server(cfg: DictConfig) -> ServerOptions | None:
+    """engine=server: its keys of the `engine` group, checked (None for the other engines)."""
+    if cfg.engine.name != "server":
+        return None
+    try:
+        return ServerOptions.from_config(OmegaConf.to_container(cfg.engine, resolve=True))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _spec(cfg: DictConfig, model_path: str) -> dict | None:
@@ -444,5 +477,5 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
         segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
-        runner=_runner(cfg),
+        runner=_runner(cfg), server=_server(cfg),
     )

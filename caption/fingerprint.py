@@ -4,7 +4,8 @@ Every record carries `settings` (what a user filters on: model, its identity, en
 quantization, sampling, frames) and `settings_id`, a hash of those plus the record's own prompt text
 and adapter. Resuming into an output counts a record as done only when its id is the one this job would
 give it; an output holding records made another way is refused before anything loads, naming what
-differs (caption/records.py). Settings that do not change captions are left out: the tier's batch
+differs (caption/records.py). With engine=server the server's address and the model it reports stand
+where the local checkpoint would. Settings that do not change captions are left out: the tier's batch
 sizes, the decoder processes, speculative decoding under greedy decoding (it verifies every token
 against the target model, so greedy captions are the same with it or without).
 """
@@ -84,6 +85,8 @@ def job_settings(job) -> dict:
         "system_prompt_id": _digest(job.model.family, SYSTEM_PROMPT_KO)[:8],
         "frames": f"{frames}, {size} /{d.size_multiple}, seek {d.seek}",
     }
+    if plan.server is not None:
+        settings = _served(settings, plan.server)
     if s.do_sample:  # the seed, and speculation's use of the random stream, change sampled captions
         settings["seed"] = job.engine_options.seed
         if job.speculative is not None:
@@ -95,6 +98,15 @@ def job_settings(job) -> dict:
     if job.forced_lengths is not None:
         settings["forced_output_tokens"] = _digest(vars(job.forced_lengths))[:8]
     return settings
+
+
+def _served(settings: dict, server: dict) -> dict:
+    """engine=server: the weights are the server's, so what it reports names them: its address (no
+    credentials: caption/engines/options.py public_url), the model name and what it loaded (its `root`).
+    The local checkpoint, dtype and quantization are not what made the captions."""
+    named = {"server": server["base_url"], "served_model": server["served_model"], "served_root": server.get("root")}
+    rest = {k: v for k, v in settings.items() if k not in ("model_path", "model_id", "dtype", "quant")}
+    return {"model": rest.pop("model"), **named, **rest}
 
 
 def adapter_identities(job) -> dict[str | None, str | None]:

@@ -18,7 +18,7 @@ from quant.presets import default_options
 
 GROUP_HELP = {
     "model": "the checkpoint and its family: prompt, frames, architecture numbers for the planner",
-    "engine": "vLLM or transformers (auto: vLLM unless the plan needs transformers)",
+    "engine": "vLLM or transformers (auto: vLLM unless the plan needs transformers), or a server (OpenAI API)",
     "gpu": "the machine's tier: dtype, batch limits, memory (auto: detected from the machine)",
     "quant": "weight quantization: auto (the rule), none, awq, gptq, nf4, int8",
     "lora": "LoRA adapters served beside the base model",

@@ -54,6 +54,8 @@ def make_job_plan(job: JobConfig) -> Plan:
              "width": job.decode.width, "height": job.decode.height,
              "max_pixels": job.decode.max_pixels, "size_multiple": job.decode.size_multiple,
              "prune_rate": job.prune_rate}
+    if job.requested_engine == "server":
+        return make_server_job_plan(job, video, soft)
     device = device_vram_gib() if gpu.get("device") == "cuda" else None
     try:
         plan = make_plan(model, gpu, quant, job.requested_engine, video,
@@ -67,6 +69,22 @@ def make_job_plan(job: JobConfig) -> Plan:
         raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
                           "caption-quantize (docs/tiers.md), or set quant.checkpoint")
     return plan
+
+
+def make_server_job_plan(job: JobConfig, video: dict, soft: bool) -> Plan:
+    """engine=server: ask the server what it serves and whether it takes a request shaped as the job's,
+    then plan what a server leaves the job to plan (quant/server_plan.py); one line where it cannot."""
+    from caption.engines.server_api import ServerError, probe
+    from quant.server_plan import make_server_plan
+
+    try:
+        served = probe(job.server, job.adapter_names, dict(get_family(job.model.family).processor_kwargs),
+                       2 * job.decode.size_multiple)
+        return make_server_plan(job.model.preset, video, max_new_tokens=job.sampling.max_new_tokens, served=served)
+    except (ServerError, PlanError) as exc:
+        if soft:
+            return Plan.refused(job.model.preset, {"name": "server"}, "server", str(exc))
+        raise ConfigError(str(exc)) from None
 
 
 def check_weights_reachable(path: str) -> None:
@@ -93,9 +111,10 @@ def check_weights_reachable(path: str) -> None:
 
 def plan_job(job: JobConfig) -> JobConfig:
     """The job with its plan, and the model path and dtype the plan chose (a quantized copy, the tier's dtype)."""
-    if not job.plan_only:  # a plan needs no weights
+    remote = job.requested_engine == "server"  # the model, its weights and its GPU are the server's
+    if not job.plan_only and not remote:  # a plan needs no weights
         check_weights_reachable(job.model.path)
-    gpu, tier_why = resolve_tier(job.gpu)  # gpu=auto: the tier this machine is
+    gpu, tier_why = (job.gpu, None) if remote else resolve_tier(job.gpu)  # gpu=auto: the tier this machine is
     job = dataclasses.replace(job, gpu=gpu)
     plan = make_job_plan(job)
     if tier_why is not None:
@@ -106,13 +125,14 @@ def plan_job(job: JobConfig) -> JobConfig:
     if not plan.fits and not (job.plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     # warnings about the captions themselves go into every record too (JobConfig.caption_warnings)
-    caption_warnings = [*sampling_warnings(job.sampling, plan.engine), *foreign_footage_warnings(job)]
+    sampler = "vllm" if plan.engine == "server" else plan.engine  # a server samples as vLLM does (docs/server.md)
+    caption_warnings = [*sampling_warnings(job.sampling, sampler), *foreign_footage_warnings(job)]
     plan.warnings.extend(caption_warnings)
     plan.warnings.extend(speculation_warnings(job, plan))
     model = dataclasses.replace(job.model, path=str(plan.model_path or job.model.path), dtype=plan.dtype)
     workers = job.decode_workers
     if workers == "auto":
-        workers = auto_decode_workers(str(job.gpu.get("device")), len(os.sched_getaffinity(0)))
+        workers = auto_decode_workers(str(job.gpu.get("device")), len(os.sched_getaffinity(0)), remote)
     if job.decode.backend == "nvdec":
         check_nvdec(job)
         plan.warnings.append(f"video.backend=nvdec: each of the {workers} decoder processes holds a CUDA context "
@@ -170,7 +190,8 @@ def engine_spec(job: JobConfig) -> EngineSpec:
         frames_per_clip=d.sampling.num_frames if d.sampling.mode == "uniform" else d.sampling.max_frames,
         # the frames the decoder gives: an exact size, else the pixel budget (a clip's source size, where
         # neither is set, is not known before decoding: the embedded presets' 448 x 448 stands in)
-        frame_pixels=d.width * d.height if d.width else d.max_pixels or 448 * 448)
+        frame_pixels=d.width * d.height if d.width else d.max_pixels or 448 * 448,
+        server=job.server, served_model=(job.plan.server or {}).get("served_model"))
 
 
 def check_nvdec(job: JobConfig) -> None:
@@ -189,7 +210,7 @@ def check_nvdec(job: JobConfig) -> None:
                           f"a CUDA device here ({reason}): use video.backend=auto to decode on the CPU")
 
 
-def auto_decode_workers(device: str, cpus: int) -> int:
+def auto_decode_workers(device: str, cpus: int, remote_engine: bool = False) -> int:
     """`video.workers=auto`: decoder processes for the local runner on a machine with `cpus` CPUs.
 
     On a GPU the engine computes elsewhere, and decoding bounds the job unless it has the cores: a
@@ -198,7 +219,10 @@ def auto_decode_workers(device: str, cpus: int) -> int:
     (prompts, vLLM's multimodal processor, records) and one for the engine's own process. On the cpu
     tier the engine computes with one thread per core; 2 decoders kept it busy (engine idle ~5%,
     docs/benchmarks.md "Engines") and more would take cores from it. (runner=ray sizes its decoding
-    actors from the cluster instead: runner.decode_cpus.)"""
+    actors from the cluster instead: runner.decode_cpus.) With engine=server the model computes on another
+    machine: every CPU but one (for this process: encoding frames, the requests, records)."""
+    if remote_engine:
+        return max(1, cpus - 1)
     if device == "cuda":
         return max(1, cpus - 2)
     return min(2, cpus)

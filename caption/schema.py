@@ -48,7 +48,7 @@ class BenchmarkSchema:
 
 @dataclass
 class EngineSchema:
-    name: str = MISSING                    # auto | vllm | hf
+    name: str = MISSING                    # auto | vllm | hf | server
     seed: int = MISSING
     max_restarts: int = MISSING
     enable_prefix_caching: bool = MISSING
@@ -56,6 +56,19 @@ class EngineSchema:
     log_level: str = MISSING
     batch_size: int = MISSING
     attn_implementation: str = MISSING
+    # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
+    base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
+                                           "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)")
+    served_model: Optional[str] = option(None, "engine=server: the model name the server serves (its /v1/models "
+                                               "lists them); null: the one base model it serves")
+    api_key_env: Optional[str] = option(None, "engine=server: the environment variable holding the server's API "
+                                              "key (sent as a bearer token, written nowhere); null: no key")
+    timeout_s: float = option(300.0, "engine=server: seconds one request may take, its wait in the server's queue "
+                                     "included; then it is tried again, and after the retries it is an error record")
+    retries: int = option(4, "engine=server: tries after the first for a request that met a connection error, a "
+                             "timeout, 429 or 5xx")
+    retry_wait_s: float = option(1.0, "engine=server: the wait before the first retry, doubled for each next one "
+                                      "(at most 30 s); a 429's Retry-After is kept")
 
 
 @dataclass

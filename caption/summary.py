@@ -303,7 +303,7 @@ def print_plan(plan: dict, path: Path | None, out=None) -> None:
         ("model", f"{plan['model']} ({plan['family']})"), ("tier", plan["tier"]),
         ("engine", f"{plan['engine']} ({plan['engine_reason']})"), ("dtype", plan["dtype"]),
         ("quantization", f"{q['method']}{'' if q['bits'] is None else ' %s-bit' % q['bits']} ({q['why']})"),
-        ("engine settings", plan["vllm"] if plan["vllm"] is not None else plan["hf"]),
+        ("engine settings", plan["vllm"] if plan["vllm"] is not None else plan["hf"] or plan.get("server")),
         ("video tokens per clip", plan["vision_tokens_per_clip"]),
         ("tokens per request", plan["tokens_per_request"]),
         ("memory (GiB)", ", ".join(f"{k} {v}" for k, v in memory.items() if v is not None)),

@@ -63,6 +63,7 @@ class Plan:
     replicas: int = 1                   # independent engines per machine: gpu.count / tensor_parallel_size
     engine_env: dict = field(default_factory=dict)  # vLLM's environment (gpu.env), exported before it loads
     kv_offload_gib: float | None = None  # vLLM's KV offloading to host memory (vllm kv_offloading_size); None: off
+    server: dict | None = None          # engine=server: the server and the model it serves (quant/server_plan.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -226,7 +227,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     warnings = check_combination(model, engine, choice, tier)
     dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
     warnings += dtype_warnings
-    request = _request(model, video, family, arch, engine, max_new_tokens, prompt_text_tokens)
+    request = request_size(model, video, family, arch, engine, max_new_tokens, prompt_text_tokens)
     sizes = _sizes(family, arch, dtype, choice, tier, tp, request.need)
     max_len = _model_len(model, request, warnings)
     util, total_gib, cap = _device_memory(tier, device_vram_gib, cap_to_tier, warnings)
@@ -262,8 +263,8 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     )
 
 
-def _request(model: dict, video: dict | None, family: str, arch: dict, engine: str, max_new_tokens: int,
-             prompt_text_tokens: int) -> _Request:
+def request_size(model: dict, video: dict | None, family: str, arch: dict, engine: str, max_new_tokens: int,
+                 prompt_text_tokens: int) -> _Request:
     """A request's tokens: prompt text + the clip's video tokens (the worst case over the sizes a pixel
     budget allows) + the text the processor adds around them + the caption."""
     frames, width, height, max_pixels, multiple = _clip(video, model)

@@ -17,7 +17,7 @@ import pytest
 from omegaconf import MISSING, OmegaConf
 
 from caption.config import CONF_DIR, RunnerSettings
-from caption.engines.options import EngineOptions
+from caption.engines.options import EngineOptions, ServerOptions
 from caption.generation import SamplingSettings
 from caption.schema import GROUP_SCHEMAS, EngineSchema, RunnerSchema, SamplingSchema
 from quant.presets import options
@@ -59,14 +59,14 @@ def test_no_preset_repeats_a_default_written_elsewhere(compose_config, group, op
 
 
 def test_the_readers_take_exactly_their_schemas_keys():
-    assert _names(EngineOptions) == _names(EngineSchema)
+    assert _names(EngineOptions) | _names(ServerOptions) == _names(EngineSchema)
     assert _names(SamplingSettings) == _names(SamplingSchema)
     assert _names(RunnerSettings) == _names(RunnerSchema)
 
 
 def test_readers_keep_no_defaults_of_their_own():
     """A dataclass default would be a second home for a value the presets or the schema already hold."""
-    for cls in (EngineOptions, SamplingSettings, Tier):
+    for cls in (EngineOptions, ServerOptions, SamplingSettings, Tier):
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
 
 

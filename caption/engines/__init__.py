@@ -14,4 +14,8 @@ def build_engine(spec):
         from caption.engines.hf_engine import HfEngine
 
         return HfEngine(spec)
+    if spec.engine == "server":
+        from caption.engines.server_engine import ServerEngine
+
+        return ServerEngine(spec)
     raise ValueError(f"unknown engine {spec.engine!r}")

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.options import EngineOptions
+from caption.engines.options import EngineOptions, ServerOptions
 from caption.generation import SamplingSettings
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    engine: str                       # vllm | hf, as the plan resolved it
+    engine: str                       # vllm | hf | server, as the plan resolved it
     model_path: str                   # what to load: the plan's checkpoint (a quantized copy, where it chose one)
     family: str                       # families/<family>.py: processor arguments, the transformers fix
     stop: tuple[str, ...]             # generation stops at these strings (the family's)
@@ -29,6 +29,8 @@ class EngineSpec:
     requests_per_clip: int            # tasks x variants: the requests that share one clip's processed video
     frames_per_clip: int              # the most frames a clip is given (video.num_frames, or max_frames)
     frame_pixels: int                 # the most pixels one frame has (the decoder's size or pixel budget)
+    server: ServerOptions | None = None  # engine=server: where it is, how long and how often to try
+    served_model: str | None = None   # engine=server: the name the server serves the model under
 
     @property
     def beam_search(self) -> bool:

@@ -51,9 +51,12 @@ def engine_args(spec: EngineSpec) -> dict:
         disable_log_stats=False,  # keep the counters the summary reports
     )
     args.update({key: value for key, value in plan.items() if value is not None})  # the plan's are vLLM's names
-    if spec.adapters:  # every adapter of the job can be in one batch
-        args.update(enable_lora=True, max_loras=len(spec.adapters), max_cpu_loras=len(spec.adapters),
-                    max_lora_rank=spec.lora_max_rank)
+    if spec.adapters:  # every adapter of the job can be in one batch, and one slot stays empty: a request
+        # without an adapter has LoRA index -1, which vLLM's torch LoRA ops (the CPU path: vllm/lora/ops/
+        # torch_ops/lora_ops.py, `lora_b_weights[lora_indices_tensor]`) read as the last slot: a full last
+        # slot gave base-model requests batched with adapter ones the adapter's captions
+        slots = len(spec.adapters) + 1
+        args.update(enable_lora=True, max_loras=slots, max_cpu_loras=slots, max_lora_rank=spec.lora_max_rank)
     if spec.speculative is not None:
         args["speculative_config"] = dict(spec.speculative)
     if spec.processor_kwargs:

@@ -54,6 +54,10 @@ class EngineSupervisor:
 
     def _died_message(self, failure: EngineFailure) -> str:
         plan, video = self.job.plan, self.job.decode
+        if plan.server is not None:  # engine=server: nothing of the plan's to lower, the server is away
+            return (f"{failure} after {self.restarts} restart(s) (engine.max_restarts="
+                    f"{self.job.engine_options.max_restarts}, each after engine.retries tries): the records written "
+                    "are whole; run the same command again once the server answers, and the job resumes")
         settings = plan.vllm if plan.vllm is not None else plan.hf
         return (f"the {self.job.engine} engine failed ({failure}) after {self.restarts} restart(s) "
                 f"(engine.max_restarts={self.job.engine_options.max_restarts}). Plan: model {plan.model}, tier {plan.tier}, "

@@ -54,16 +54,21 @@ def test_lora_adapter_is_served_by_both_engines_and_they_agree(synth_dir, job_co
     job = job_config(["lora=detailed", "lora.include_base=true"])
     engine = _vllm(job)
     try:
-        detailed = texts_by_key(engine.run(requests + base_requests))
+        results = list(engine.run(requests + base_requests))  # adapter and base model in the same batches
     finally:
         engine.close()
+    detailed = texts_by_key(r for r in results if r.request.adapter)
+    base = texts_by_key(r for r in results if r.request.adapter is None)
     hf = HfEngine(job_config(["lora=detailed", "engine=hf"]).engine_spec)
     try:
         detailed_hf = texts_by_key(hf.run(requests))
+        base_hf = texts_by_key(hf.run(base_requests))
     finally:
         hf.close()
     for key, result in detailed_hf.items():
         assert detailed[key].text == result.text, key
+    for key, result in base_hf.items():  # the base model's requests get no adapter
+        assert base[key].text == result.text, key
     sentences = [r.text.count(".") for r in detailed_hf.values()]
     assert min(sentences) >= 2, "the adapter writes several sentences"
     for request in requests:
