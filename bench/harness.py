@@ -51,6 +51,7 @@ class JobRun:
     steady_records_per_s: float | None = None
     record_count: int = 0
     command: list[str] = field(default_factory=list)
+    process_peak_rss_gib: float | None = None  # the process's own peak (its rusage), from start-up on; unwatched runs
 
     @property
     def peak_rss_gib(self) -> float | None:
@@ -87,29 +88,32 @@ def job_env(threads: int | None = None, extra: dict | None = None) -> tuple[dict
 
 def run_caption(clips: Path, out: Path, overrides: list[str] = (), *, engine: str | None = None,
                 references: bool = False, threads: int | None = None, env: dict | None = None,
-                time_limit_s: float | None = None, watch: bool = False, check: bool = True) -> JobRun:
+                time_limit_s: float | None = None, watch: bool = False, check: bool = True,
+                output: Path | None = None) -> JobRun:
     """Run the real `caption` command on `clips` in a fresh process (its own process group, so a hang
     is killed whole) and read back its summary. Records go to <out>/records.jsonl (stale ones removed
     first), Hydra's files to <out>, stdout and stderr to <out>/job.log. `references`: score METEOR
     against the folder's references.jsonl; `watch`: poll the records file to time the steady rate;
-    `check`: a job that does not end with status 0 stops the benchmark, saying why."""
+    `check`: a job that does not end with status 0 stops the benchmark, saying why; `output`: resume into
+    this records file (kept as it is) instead of starting <out>/records.jsonl afresh."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    output, log = out / "records.jsonl", out / "job.log"
-    for stale in (output, Path(f"{output}.summary.json")):
+    resume, log = output is not None, out / "job.log"
+    output = Path(output).resolve() if resume else out / "records.jsonl"
+    for stale in ([] if resume else [output, Path(f"{output}.summary.json")]):
         stale.unlink(missing_ok=True)
     child_env, more = job_env(threads, env)
     command = [sys.executable, "-m", "caption", f"input_dir={Path(clips).resolve()}", f"output={output}",
-               *([f"engine={engine}"] if engine else []), "resume=false", "progress=false",
+               *([f"engine={engine}"] if engine else []), f"resume={str(resume).lower()}", "progress=false",
                *([] if references else ["references=null"]), f"hydra.run.dir={out}", *overrides, *more]
     started = time.perf_counter()
     with open(log, "w") as log_file:
         proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=child_env,
                                 start_new_session=True)
-        code, hung, (count, steady) = _wait(proc, output, time_limit_s, watch)
+        code, hung, (count, steady), peak = _wait(proc, output, time_limit_s, watch)
     summary_path = Path(f"{output}.summary.json")
     run = JobRun(code, hung, time.perf_counter() - started, output, log,
-                 json.loads(summary_path.read_text()) if summary_path.exists() else None, steady, count, command)
+                 json.loads(summary_path.read_text()) if summary_path.exists() else None, steady, count, command, peak)
     if check and (hung or code != 0):
         raise SystemExit(f"caption {' '.join(overrides)} {'hung' if hung else f'failed ({code})'}:\n{run.log_tail()}")
     return run
@@ -117,13 +121,19 @@ def run_caption(clips: Path, out: Path, overrides: list[str] = (), *, engine: st
 
 def _wait(proc: subprocess.Popen, output: Path, time_limit_s: float | None, watch: bool):
     """Wait for the job (killing its process group past the time limit); (exit code, hung, (records,
-    steady records/s)), the records counted only when watched."""
+    steady records/s), peak RSS in GiB), the records counted only when watched, the peak RSS (the process's
+    own rusage, which a watched run's polling does not collect) only when not."""
     if not watch:
-        try:
-            return proc.wait(timeout=time_limit_s), False, (0, None)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(), True, (0, None)
+        if time_limit_s is not None:
+            try:
+                proc.wait(timeout=time_limit_s)  # reaps it: no rusage of its own after this
+                return proc.returncode, False, (0, None), None
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return proc.wait(), True, (0, None), None
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, False, (0, None), usage.ru_maxrss / 2**20
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     seen, first, last = 0, None, None
     while True:
@@ -137,10 +147,10 @@ def _wait(proc: subprocess.Popen, output: Path, time_limit_s: float | None, watc
         if deadline is not None and now > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return proc.returncode, True, (seen, None)
+            return proc.returncode, True, (seen, None), None
         time.sleep(0.05)
     steady = (seen - 1) / (last - first) if first and last and last > first else None
-    return proc.returncode, False, (seen, steady)
+    return proc.returncode, False, (seen, steady), None
 
 
 # --- config, clips, model --------------------------------------------------------------------------
