@@ -97,3 +97,18 @@ def remove_quietly(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def write_whole(path: Path, data: bytes, temporary_suffix: str = ".partial") -> None:
+    """Write `data` as `path` whole or not at all: under a temporary name beside it, synced, then renamed
+    (a reader never sees half a file). On OSError the temporary file is removed and `path` is untouched."""
+    tmp = Path(path).with_name(Path(path).name + temporary_suffix)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        remove_quietly(tmp)
+        raise

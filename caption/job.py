@@ -22,15 +22,14 @@ from caption.config import JobConfig, load_job_config
 from caption.console import console
 from caption.faults import WriteFailed, check_writable, writing
 from caption.outcome import FailFast, interrupts, stops_recorded
+from caption.output_lock import OutputLock
 from caption.pipeline.record import record_key, record_keys
 from caption.planning import plan_job
-from caption.output_lock import OutputLock
 from caption.record_store import RecordStore
 from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
-from caption.summary import (JobTally, finish, print_job_start, report_plan, reset_peak_rss, resume_notes,
-                             start_notes)
+from caption.summary import JobTally, finish, print_job_start, report_plan, reset_peak_rss, resume_notes, start_notes
 from video_io.crawl import crawl_videos
 
 Videos = list[tuple[str, str]]  # (key: the clip's path relative to input_dir, path)

@@ -20,10 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption.faults import WriteFailed, remove_quietly, writing
+from caption.faults import WriteFailed, write_whole, writing
 from caption.pipeline.record import RecordKey, record_key, segment_index
 from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
-
 
 LEGACY_SOURCE = "none recorded"  # RecordStore.sources for a record written before records had `source`
 
@@ -208,7 +207,7 @@ class RecordStore:
                 keep.append(line)
         if moved:
             self._file_superseded(moved)
-        _replace_file(self.path, b"".join(keep))
+        write_whole(self.path, b"".join(keep), ".tmp")
         self._untidy = False
 
     def _has_new_record(self, video: str) -> bool:
@@ -237,17 +236,3 @@ class RecordStore:
                 f.write(dumps_record(record | note).encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """Write `data` as `path`, whole or not at all."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        remove_quietly(tmp)  # the records file itself is untouched
-        raise

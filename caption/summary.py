@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from caption.console import console
 from caption.coverage import coverage_line, coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
-from caption.faults import WriteFailed, free_bytes, remove_quietly, writing
+from caption.faults import WriteFailed, free_bytes, write_whole, writing
 from caption.outcome import exit_status, interrupts
 from caption.pipeline.record import record_key
 from caption.records import keep_existing
@@ -201,26 +200,25 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
         print(f"  {key:<{width}}  {value}", file=out)
     for warning in [*summary.get("plan_warnings", []), *summary.get("run_warnings", [])]:
         print(f"  warning: {warning}", file=out)
-    failures = summary["failures"]
-    if failures:
-        print(f"  {len(failures)} video(s) failed (their records have status=error):", file=out)
-        for item in failures[:20]:
-            print(f"    - {item['video']}: {item['error']}", file=out)
-        if len(failures) > 20:
-            print(f"    ... and {len(failures) - 20} more in {path}", file=out)
-    earlier = summary.get("failures_earlier") or []
-    if earlier:
-        print(f"  {len(earlier)} video(s) failed in earlier runs and were not run again:", file=out)
-        for item in earlier[:20]:
-            print(f"    - {item['video']}: {item['error']}", file=out)
-        if len(earlier) > 20:
-            print(f"    ... and {len(earlier) - 20} more in {path}", file=out)
+    _print_failures(summary["failures"], "failed (their records have status=error)", path, out)
+    _print_failures(summary.get("failures_earlier") or [], "failed in earlier runs and were not run again", path, out)
     if summary.get("stopped"):
         print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
               "run the same command again to resume", file=out)
     print(f"  summary saved to {path}" if saved else f"  summary NOT saved: {path} could not be written", file=out)
     if console.log_path is not None:
         print(f"  full log: {console.log_path}", file=out)
+
+
+def _print_failures(failures: list[dict], what: str, path: Path, out) -> None:
+    """The first 20 failed videos with their errors; the rest are in the summary file."""
+    if not failures:
+        return
+    print(f"  {len(failures)} video(s) {what}:", file=out)
+    for item in failures[:20]:
+        print(f"    - {item['video']}: {item['error']}", file=out)
+    if len(failures) > 20:
+        print(f"    ... and {len(failures) - 20} more in {path}", file=out)
 
 
 def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], out=None) -> None:
@@ -256,14 +254,8 @@ def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], 
 def save_summary(summary: dict, path: Path) -> None:
     """Write the summary whole or not at all (a reader never sees half of one); WriteFailed says why not."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
     with writing(path, "summary file", setting="summary_path"):
-        try:
-            tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            remove_quietly(tmp)
-            raise
+        write_whole(path, (json.dumps(summary, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def reset_peak_rss() -> None:

@@ -30,7 +30,6 @@ similar pictures, make one small bump of `change`, and a car crossing the frame 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 

@@ -16,7 +16,6 @@ command can run again.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
@@ -25,7 +24,7 @@ from caption.coverage import subtitle_note
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
-from caption.faults import WriteFailed, remove_quietly, writing
+from caption.faults import WriteFailed, remove_quietly, write_whole, writing
 from caption.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 from caption.report.data import resolve_input_dir
 from eval.records import NONE_LABEL
@@ -56,18 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_atomic(path: Path, data: bytes, what: str) -> None:
     """Write `data` under a temporary name beside `path`, sync, rename: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".partial")
     with writing(path, what, setting="--out"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except OSError:
-            remove_quietly(tmp)
-            raise
+        write_whole(path, data)
 
 
 def write_all(files: dict[Path, bytes], what: str, overwrite: bool, records: Path) -> None:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from caption.faults import WriteFailed, remove_quietly, writing
+from caption.faults import WriteFailed, write_whole, writing
 from caption.outcome import EXIT_WRITE_FAILED
 from caption.report import thumbs as T
 from caption.report.data import ReportError, load_report_data, resolve_input_dir
@@ -141,15 +141,9 @@ def build_report(args, log=None) -> dict:
             "references": str(refs) if refs else None,
             "thumbnail_clips": sum("t" in t for t in thumbs.values())}
     html = render_page(data, thumbs, meta, args.page_size)
-    tmp = args.out.with_name(args.out.name + ".partial")
     with writing(args.out, "review page", setting="--out"):
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.write_text(html, encoding="utf-8")
-            os.replace(tmp, args.out)  # a reader never sees half a page
-        except OSError:
-            remove_quietly(tmp)
-            raise
+        write_whole(args.out, html.encode("utf-8"))  # a reader never sees half a page
     return {"out": str(args.out), "clips": len(data.clips), "records": data.n_records,
             "clips_with_thumbnails": meta["thumbnail_clips"], "bytes": args.out.stat().st_size,
             "corpus_meteor": {c["adapter"] or "none": c["meteor"] for c in data.corpus},
