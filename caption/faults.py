@@ -97,3 +97,16 @@ def remove_quietly(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None) -> None:
+    """Before the expensive part of a command: the folder that will hold `path` exists (made here, with
+    its missing parents, where the nearest existing one is writable) and takes a file; else WriteFailed
+    in one line naming `path` as `what` and the option (`setting`) that moves it."""
+    folder = Path(path).expanduser().parent
+    try:
+        with writing(folder, what, setting):
+            folder.mkdir(parents=True, exist_ok=True)
+        check_writable(folder, what)
+    except WriteFailed as exc:
+        raise WriteFailed(path, exc.cause, what, setting) from None
