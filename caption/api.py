@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.config import CONF_DIR, ConfigError
+from caption.unread import check_settings_read
 
 _PLAIN = re.compile(r"^[\w./:@+-]+$")  # values Hydra's override grammar takes unquoted
 
@@ -112,7 +113,8 @@ def _ctrl_c_stops_the_job():
 
 
 class Captioner:
-    """One configuration, one engine loaded once, any number of `caption()` calls."""
+    """One configuration, any number of `caption()` calls; the engine loads at the first and is kept for
+    the next calls that need the same one (a call with settings that need another engine loads it)."""
 
     def __init__(self, model: str | None = None, engine: str | None = None, *, overrides: Iterable[str] = (),
                  log: str | os.PathLike | None = None, verbose: bool = False, **settings):
@@ -126,7 +128,8 @@ class Captioner:
         # validated and planned now, so a slip fails here rather than at the first video
         probe = compose_config(["input_dir=" + self._tmp.name, *self._with_output(Path(self._tmp.name) / "x.jsonl")])
         self.job = load_planned_job(probe)
-        self.engine = None
+        check_settings_read(self.overrides, probe, self.job)
+        self.engine, self._engine_spec = None, None
 
     def _with_output(self, output) -> list[str]:
         if output is None:
@@ -136,10 +139,11 @@ class Captioner:
 
     def caption(self, videos, output: str | os.PathLike | None = None, **settings) -> Iterator[dict]:
         """Caption a folder (crawled as the command does) or a list of files; yields each record as it
-        is written. Records go to `output` (resumed as the command resumes) or to a temporary file."""
-        from caption.console import console
-        from caption.job import job_records
-        from caption.outcome import interrupts
+        is written. Records go to `output` (resumed as the command resumes) or to a temporary file.
+        Settings given here apply to this call (the Captioner's own, then these); where they need
+        another engine (another model, adapter set, dtype, quantization, engine option, sampling...),
+        the loaded one is closed and that one loaded, so every record says the settings that made it."""
+        from caption.console import console, quiet_steps
 
         folder, pairs = _videos(videos)
         extra = overrides_of(settings)
@@ -147,35 +151,49 @@ class Captioner:
             extra.append("references=null")  # a file list has no references.jsonl of its own
         cfg = compose_config([f"input_dir={_value(str(folder))}", *self._with_output(output), *extra])
         log = self.log or Path(str(cfg.output)).with_suffix(".log")
-        interrupts.received = False
-        if not self.verbose:  # the plan and summary lines go to the log too; warnings reach stderr
-            console.quiet(log, lines_to_terminal=False)
-        try:
-            self._ensure_engine(cfg)
-            with _ctrl_c_stops_the_job():
-                summary = yield from job_records(cfg, engine=self.engine, videos=pairs)
-        finally:
-            console.restore()
+        # the plan and summary lines go to the log too; warnings reach stderr. Only while the job runs:
+        # between records the caller's own prints reach its terminal
+        quiet = None if self.verbose else (lambda: console.quiet(log, lines_to_terminal=False))
+        with _ctrl_c_stops_the_job():
+            summary = yield from quiet_steps(self._job(cfg, pairs, [*self.overrides, *extra]), quiet)
         self.summary = summary
         if summary.get("stopped") == "interrupted":
             raise KeyboardInterrupt
 
-    def _ensure_engine(self, cfg) -> None:
-        """Load the engine once, for the first call; later calls reuse it."""
-        if self.engine is not None:
-            return
+    def _job(self, cfg, pairs, given: list[str]):
+        """One call's job, its engine first (loading it is part of the quiet steps)."""
+        from caption.job import job_records
+        from caption.outcome import interrupts
+
+        interrupts.received = False
+        engine = self._engine_for(cfg, given)
+        return (yield from job_records(cfg, engine=engine, videos=pairs))
+
+    def _engine_for(self, cfg, given: list[str]):
+        """The engine this call's plan needs: the loaded one where its specification (caption/engines/spec.py:
+        model, dtype, quantization, adapters, engine options, sampling, ...) is this call's, else a new one,
+        the old one closed first. None where the job loads none here (runner=ray, plan_only)."""
         from caption.pipeline.supervisor import load_engine
         from caption.planning import load_planned_job
 
         job = load_planned_job(cfg)
-        if job.runner.name != "local":
-            return  # runner=ray loads its engines in its actors, per call
+        check_settings_read(given, cfg, job)
+        if job.runner.name != "local" or job.plan_only or not job.plan.fits:
+            return None  # runner=ray loads its engines in its actors, per call
+        if self.engine is not None and self._engine_spec == job.engine_spec:
+            return self.engine
+        self._close_engine()
         self.engine = load_engine(job)
+        self._engine_spec = job.engine_spec
+        return self.engine
+
+    def _close_engine(self) -> None:
+        if self.engine is not None:
+            engine, self.engine, self._engine_spec = self.engine, None, None
+            engine.close()
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        self._close_engine()
         self._tmp.cleanup()
 
     def __enter__(self) -> "Captioner":

@@ -47,6 +47,7 @@ def _job(cfg) -> float | None:
     from caption.job import run_job
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
+    from caption.unread import task_overrides
 
     if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
         sys.exit(EXIT_INTERRUPTED)
@@ -55,7 +56,7 @@ def _job(cfg) -> float | None:
         with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):
             console.quiet(folder / LOG_FILE)
     try:
-        summary = run_job(cfg)
+        summary = run_job(cfg, given=task_overrides())
     except (ConfigError, OutputRefused) as exc:
         kind = "invalid config" if isinstance(exc, ConfigError) else "refused"
         print(f"caption: {kind}: {exc}", file=console.err)

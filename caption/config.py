@@ -374,8 +374,8 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     if output.exists() and output.is_dir():
         raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
-    if given and not output.parent.exists():
-        raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
+    # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
+    # refused there in one line where its parent cannot take it
     summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json"))
     references = cfg.references
     if references == "auto":

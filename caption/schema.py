@@ -23,11 +23,24 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-def option(default, help: str):
-    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config."""
+def option(default, help: str, read_when: dict | None = None):
+    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
+    `read_when`: the job reads it only when these settings hold (preset_key says how)."""
+    metadata = {"help": help, **({"read_when": read_when} if read_when else {})}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def preset_key(read_when: dict):
+    """A key every preset of its group sets (MISSING), which the job reads only when `read_when` holds:
+    {setting: the values it must have (a tuple), or a comparison ("> 0")}. A key given on the command
+    line whose setting is otherwise would do nothing: caption/unread.py refuses it, saying what to add."""
+    return field(default=MISSING, metadata={"read_when": read_when})
+
+
+# what decides whether a key is read (caption/unread.py checks given keys against it)
+BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
 
 
 @dataclass
@@ -51,36 +64,37 @@ class EngineSchema:
     name: str = MISSING                    # auto | vllm | hf
     seed: int = MISSING
     max_restarts: int = MISSING
-    enable_prefix_caching: bool = MISSING
-    max_inflight: int = MISSING
-    log_level: str = MISSING
-    batch_size: int = MISSING
-    attn_implementation: str = MISSING
+    enable_prefix_caching: bool = preset_key({"engine.name": ("vllm",)})
+    max_inflight: int = preset_key({"engine.name": ("vllm",)})
+    log_level: str = preset_key({"engine.name": ("vllm",)})
+    batch_size: int = preset_key({"engine.name": ("hf",)})
+    attn_implementation: str = preset_key({"engine.name": ("hf",)})
 
 
 @dataclass
 class SamplingSchema:
     name: str = MISSING
     temperature: float = MISSING
-    top_p: float = MISSING
-    top_k: int = MISSING
+    top_p: float = preset_key({"sampling.temperature": "> 0"})  # temperature 0: greedy or beam search
+    top_k: int = preset_key({"sampling.temperature": "> 0"})
     repetition_penalty: float = MISSING
     max_new_tokens: int = MISSING
     min_new_tokens: int = MISSING
     num_beams: int = MISSING
-    length_penalty: float = MISSING
+    length_penalty: float = preset_key({"sampling.num_beams": "> 1"})
     no_repeat_ngram_size: int = MISSING
-    early_stopping: bool = MISSING
+    early_stopping: bool = preset_key({"sampling.num_beams": "> 1"})
 
 
 @dataclass
 class VideoSchema:
     sampling: str = MISSING                # uniform | fps
-    num_frames: int = MISSING
-    fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video")
+    num_frames: int = preset_key({BY_SAMPLING: ("uniform",)})
+    fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video", {BY_SAMPLING: ("fps",)})
     max_frames: int = option(SamplingSpec.max_frames, "fps sampling: at most this many frames (longer clips "
-                                                      "are thinned evenly)")
-    min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames")
+                                                      "are thinned evenly)", {BY_SAMPLING: ("fps",)})
+    min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames",
+                             {BY_SAMPLING: ("fps",)})
     width: Optional[int] = MISSING
     height: Optional[int] = MISSING
     max_pixels: Optional[int] = MISSING
@@ -107,17 +121,19 @@ class VideoSchema:
                                              "fixed: a piece every segment_stride_s. A segment's record has "
                                              "segment_index, start_s, end_s (video_io/segmenting.py)")
     segment_over_s: float = option(SegmentSpec.over_s, "segments=auto: clips longer than this (their header's "
-                                                       "duration) are split at their shots")
+                                                       "duration) are split at their shots", {BY_SEGMENTS: ("auto",)})
     segment_min_s: float = option(SegmentSpec.min_s, "pieces shorter than this are dropped (a flash, a shot too "
-                                                     "short to caption)")
-    segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces")
-    segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds")
+                                                     "short to caption)", {BY_SEGMENTS: ("auto", "scenes", "fixed")})
+    segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces",
+                                  {BY_SEGMENTS: ("auto", "scenes")})
+    segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds",
+                                     {BY_SEGMENTS: ("fixed",)})
     segment_trim_s: float = option(SegmentSpec.trim_s, "seconds left out on each side of a cut (and a "
-                                                       "dissolve's or fade's whole span)")
+                                                       "dissolve's or fade's whole span)", {BY_SEGMENTS: ("auto", "scenes")})
     scene_threshold: float = option(SegmentSpec.threshold, "shot detection: how much (0-255 levels) frames 1 s "
                                                            "apart must differ beyond a shot's own motion; lower "
                                                            "finds subtler cuts and more false ones "
-                                                           "(video_io/scenes.py)")
+                                                           "(video_io/scenes.py)", {BY_SEGMENTS: ("auto", "scenes")})
 
 
 @dataclass
@@ -138,10 +154,14 @@ class LoraSchema:
 @dataclass
 class SpecSchema:
     method: str = MISSING                  # none | ngram | draft_model
-    num_speculative_tokens: int = MISSING
-    prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up")
-    prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up")
-    model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)")
+    num_speculative_tokens: int = preset_key({"spec.method": ("ngram", "draft_model")})
+    prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
+    prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
+    model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
+                                  {"spec.method": ("draft_model",)})
+
+
+ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's keys but its name
 
 
 @dataclass
@@ -149,14 +169,17 @@ class RunnerSchema:
     name: str = MISSING                    # local | ray
     address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
                                           "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
-                                          "for the job and stop it after")
+                                          "for the job and stop it after", ON_RAY)
     actors: Optional[int] = option(None, "ray: engine actors; null: one per engine the cluster can hold (its "
-                                         "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)")
-    engine_cpus: float = option(1.0, "ray: CPUs each engine actor reserves (on the cpu tier it binds that many cores)")
-    decode_cpus: float = option(1.0, "ray: CPUs each decoding task reserves")
+                                         "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)",
+                                   ON_RAY)
+    engine_cpus: float = option(1.0, "ray: CPUs each engine actor reserves (on the cpu tier it binds that many cores)",
+                                ON_RAY)
+    decode_cpus: float = option(1.0, "ray: CPUs each decoding task reserves", ON_RAY)
     batch_clips: Optional[int] = option(None, "ray: clips per batch handed to an engine actor; null: the "
-                                              "plan's max_num_seqs")
-    max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records")
+                                              "plan's max_num_seqs", ON_RAY)
+    max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records",
+                              ON_RAY)
 
 
 GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema, "quant": QuantSchema,
