@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.config import CONF_DIR, ConfigError
+from caption.overrides import hydra_quote, paths_as_typed
 from caption.unread import check_settings_read
 
-_PLAIN = re.compile(r"^[\w./:@+-]+$")  # values Hydra's override grammar takes unquoted
+_PLAIN = re.compile(r"^[\w./:@+-]+$", re.ASCII)  # values Hydra's override grammar takes unquoted
 
 
 def _value(value) -> str:
@@ -49,12 +50,14 @@ def _value(value) -> str:
     text = str(value)
     if _PLAIN.match(text):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return hydra_quote(text)
 
 
 def overrides_of(settings: dict, overrides: Iterable[str] = ()) -> list[str]:
-    """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides."""
-    return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + list(overrides)
+    """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides (a
+    path in an override string as the command takes it: caption/overrides.py)."""
+    return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + \
+        paths_as_typed(list(overrides))
 
 
 def compose_config(overrides: list[str]):
@@ -173,12 +176,16 @@ class Captioner:
         """The engine this call's plan needs: the loaded one where its specification (caption/engines/spec.py:
         model, dtype, quantization, adapters, engine options, sampling, ...) is this call's, else a new one,
         the old one closed first. None where the job loads none here (runner=ray, plan_only)."""
+        from caption.job import check_outputs
         from caption.pipeline.supervisor import load_engine
         from caption.planning import load_planned_job
 
         job = load_planned_job(cfg)
         check_settings_read(given, cfg, job)
-        if job.runner.name != "local" or job.plan_only or not job.plan.fits:
+        if job.plan_only or not job.plan.fits:
+            return None
+        check_outputs(job)  # the output is the job's to write, before an engine loads for it
+        if job.runner.name != "local":
             return None  # runner=ray loads its engines in its actors, per call
         if self.engine is not None and self._engine_spec == job.engine_spec:
             return self.engine

@@ -100,13 +100,16 @@ def remove_quietly(path: Path) -> None:
 
 
 def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None) -> None:
-    """Before the expensive part of a command: the folder that will hold `path` exists (made here, with
-    its missing parents, where the nearest existing one is writable) and takes a file; else WriteFailed
-    in one line naming `path` as `what` and the option (`setting`) that moves it."""
-    folder = Path(path).expanduser().parent
+    """Before the expensive part of a command: `path` can be written. Its folder, or the nearest of its
+    parents that exists (the writer makes the missing ones), is a folder that takes a file; else
+    WriteFailed in one line naming `path` as `what` and the option (`setting`) that moves it."""
+    folder = Path(path).expanduser().absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     try:
-        with writing(folder, what, setting):
-            folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
         check_writable(folder, what)
-    except WriteFailed as exc:
-        raise WriteFailed(path, exc.cause, what, setting) from None
+    except (WriteFailed, OSError) as exc:
+        cause = exc.cause if isinstance(exc, WriteFailed) else exc
+        raise WriteFailed(path, cause, what, setting) from None

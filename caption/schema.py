@@ -23,10 +23,11 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-def option(default, help: str, read_when: dict | None = None):
+def option(default, help: str, read_when: dict | None = None, path: bool = False):
     """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
-    `read_when`: the job reads it only when these settings hold (preset_key says how)."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {})}
+    `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
+    is a file or folder, taken as typed on the command line (caption/overrides.py)."""
+    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -158,7 +159,7 @@ class SpecSchema:
     prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
     prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
     model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
-                                  {"spec.method": ("draft_model",)})
+                                  {"spec.method": ("draft_model",)}, path=True)
 
 
 ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's keys but its name
@@ -189,9 +190,10 @@ GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema,
 
 @dataclass
 class JobSchema:
-    input_dir: str = option(MISSING, "folder crawled recursively for video files")
+    input_dir: str = option(MISSING, "folder crawled recursively for video files", path=True)
     output: Optional[str] = option(None, "JSONL, one record per (video, task, adapter), appended to on resume; "
-                                         "null: captions.jsonl in the run's folder (runs/...)")
+                                         "null: captions.jsonl in the run's folder (runs/...); a folder that "
+                                         "does not exist is made", path=True)
     tasks: List[str] = option(["caption"], "instructions per video (caption/prompts.py): caption, keywords, motion")
     resume: bool = option(True, "skip videos that already have records (made with these settings) in `output`")
     overwrite: bool = option(False, "start `output` afresh even though it exists; the old file is kept beside it, "
@@ -205,9 +207,10 @@ class JobSchema:
     progress: bool = option(True, "progress bar on stderr")
     verbose: bool = option(False, "false: the terminal shows the plan, progress and summary, and every other "
                                   "line goes to caption.log in the run's folder")
-    summary_path: Optional[str] = option(None, "null: <output>.summary.json")
+    summary_path: Optional[str] = option(None, "null: <output>.summary.json", path=True)
     references: Optional[str] = option("auto", "score captions with METEOR after the job: a references.jsonl path; "
-                                               "auto: <input_dir>/references.jsonl if it exists; null: do not score")
+                                               "auto: <input_dir>/references.jsonl if it exists; null: do not score",
+                                       path=True)
     plan_only: bool = option(False, "resolve and save the plan (engine, dtype, quantization, memory), run nothing")
     benchmark: BenchmarkSchema = field(default_factory=BenchmarkSchema)
     # the config groups: conf/<group>/<option>.yaml, chosen as `group=option`, typed by the schemas above
@@ -243,6 +246,14 @@ def documented_keys(schema=JobSchema, prefix: str = "") -> list[tuple[str, Any, 
         default = f.default_factory() if f.default is NO_DEFAULT else f.default
         rows.append((prefix + f.name, "???" if default is MISSING else default, f.metadata["help"]))
     return rows
+
+
+def path_keys() -> list[str]:
+    """Every path-valued setting (a field marked `path`), as `key` or `group.key`."""
+    found = [f.name for f in fields(JobSchema) if f.metadata.get("path")]
+    for group, schema in GROUP_SCHEMAS.items():
+        found += [f"{group}.{f.name}" for f in fields(schema) if f.metadata.get("path")]
+    return found
 
 
 def known_keys() -> list[str]:

@@ -130,6 +130,7 @@ def write_per_item(path: Path, scored) -> None:
                                                                     scored.hyp_tokens)}
     failed = dict(scope.errors)
     with writing(path, "per-item CSV", setting="--per-item"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["video", "status", "meteor", "precision", "recall", "fragmentation_penalty", "chunks",

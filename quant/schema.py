@@ -62,7 +62,7 @@ class ModelSchema:
     """A model preset (conf/model/*.yaml, or one caption-make-model writes)."""
     name: str = MISSING
     family: str = MISSING  # families/<family>.py
-    path: str = MISSING  # a local folder or a hub id
+    path: str = field(default=MISSING, metadata={"path": True})  # a local folder or a hub id
     dtype: str = MISSING  # the weights' dtype; the tier may lower it
     max_model_len: int = MISSING
     frames: int = MISSING  # frames per clip the model is made for
@@ -85,7 +85,7 @@ class QuantSchema:
     bits: Optional[int] = field(default=MISSING, metadata=QUANTIZED)  # null: the method's
     group_size: Optional[int] = field(default=MISSING, metadata=PREQUANTIZED)  # AWQ/GPTQ group
     double_quant: bool = field(default=MISSING, metadata={"read_when": {"quant.method": ("nf4",)}})  # nf4: quantize the block scales too
-    checkpoint: Optional[str] = field(default=MISSING, metadata=PREQUANTIZED)  # pre-quantized weights (awq/gptq) when the model preset is not one
+    checkpoint: Optional[str] = field(default=MISSING, metadata={**PREQUANTIZED, "path": True})  # pre-quantized weights (awq/gptq) when the model preset is not one
     checkpoint_format: Optional[str] = field(default=MISSING, metadata=PREQUANTIZED)  # vLLM's name of that checkpoint's format, if not the method
 
 

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
-from caption.faults import WriteFailed, remove_quietly, writing
+from caption.faults import WriteFailed, check_can_write, remove_quietly, writing
 from caption.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 from caption.report.data import resolve_input_dir
 from eval.records import NONE_LABEL
@@ -178,10 +178,19 @@ def summary_line(args, done: dict, loaded: Loaded) -> str:
     return "; ".join(parts)
 
 
+def output_target(args, loaded: Loaded) -> Path:
+    """A file the command will write: in the subtitles' folder, or the table itself."""
+    if args.format in SUBTITLES:
+        return (args.out or loaded.path.with_name(f"{loaded.path.stem}-{args.format}")) / f"any.{args.format}"
+    return args.out or loaded.path.with_name(f"{loaded.path.stem}.{args.format}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         loaded = load(args.records)
+        check_can_write(output_target(args, loaded), f"{({**SUBTITLES, **TABLES})[args.format]} output",
+                        "--out")  # before reading clip durations and rendering
         export = export_subtitles if args.format in SUBTITLES else export_table
         done, notes = export(args, loaded)
     except ExportError as exc:

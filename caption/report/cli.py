@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from caption.faults import WriteFailed, remove_quietly, writing
+from caption.faults import WriteFailed, check_can_write, remove_quietly, writing
 from caption.outcome import EXIT_WRITE_FAILED
 from caption.report import thumbs as T
 from caption.report.data import ReportError, load_report_data, resolve_input_dir
@@ -107,6 +107,7 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
 def build_report(args, log=None) -> dict:
     """Write the page; returns what the CLI prints."""
     started = time.perf_counter()
+    check_can_write(args.out, "review page", "--out")  # before scoring and decoding thumbnails
     input_dir, input_from = resolve_input_dir(args.records, args.input_dir)
     refs = args.references
     if refs is None and (input_dir / REFERENCES_FILE).is_file():
