@@ -185,8 +185,9 @@ class Captioner:
         if job.plan_only or not job.plan.fits:
             return None
         check_outputs(job)  # the output is the job's to write, before an engine loads for it
-        if job.runner.name != "local":
-            return None  # runner=ray loads its engines in its actors, per call
+        if job.runner.name != "local":  # runner=ray loads its engines in its actors, per call: room for them
+            self._close_engine()
+            return None
         if self.engine is not None and self._engine_spec == job.engine_spec:
             return self.engine
         self._close_engine()

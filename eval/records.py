@@ -120,7 +120,8 @@ def _label(path, no, rec, name) -> str:
     raise InputError(f"{path}:{no}: field '{name}' must be a string or null")
 
 
-def read_references(path: Path, field_name: str = "references") -> list[Reference]:
+def read_references(path: Path, field_name: str = "references",
+                    hint: str = "choose the list with --field") -> list[Reference]:
     """One record per clip: ``{"video": ..., field_name: [str, ...], ...}``; or, for a long video, one per
     scene with its times: ``{"video": ..., "start_s": 0, "end_s": 6.5, field_name: [...]}`` (each
     segment's caption is then scored against the scene it overlaps most: see `match`)."""
@@ -130,7 +131,7 @@ def read_references(path: Path, field_name: str = "references") -> list[Referenc
     for no, rec in _records(path):
         video = _video(path, no, rec)
         if field_name not in rec:
-            raise InputError(f"{path}:{no}: missing field '{field_name}' (choose the list with --field)")
+            raise InputError(f"{path}:{no}: missing field '{field_name}' ({hint})")
         lst = rec[field_name]
         if not isinstance(lst, list):
             raise InputError(f"{path}:{no}: field '{field_name}' must be a list of strings")

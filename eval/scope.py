@@ -119,7 +119,10 @@ def scope_of(preds: list[Prediction], pred_path: Path, refs_path: Path, *, adapt
     adapters = {p.adapter for p in chosen}
     label = adapter if adapter is not None else (adapters.pop() if len(adapters) == 1 else NONE_LABEL)
     fname = references_field(label, chosen, field_name)
-    refs = read_references(refs_path, fname)
+    declared = not field_name and label != NONE_LABEL
+    refs = read_references(refs_path, fname, hint=f"the list adapter {label} declares as its references_field; name "
+                           f"another with --field, or --adapter-field {label}=LIST on caption-report" if declared
+                           else "choose the list with --field")
     m = match(preds, refs, pred_path, adapter, task, settings_id)
     scope = Scope(adapter, task, fname, refs, variants=m.variants, extra=m.extra)
     for ref in refs:
