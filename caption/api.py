@@ -11,12 +11,15 @@
 Settings are the command's: a config group's option by its name (`model="qwen2_5_vl_7b"`), a key by
 its path with `__` for the dots (`video__num_frames=16`, `gpu__max_num_seqs=32`), or override strings
 as the command takes them (`overrides=["video.num_frames=16"]`). A bad one fails when the Captioner is
-made, in the same words as the command (ConfigError). The records are the command's records.
+made, in the same words as the command (ConfigError). The records are the command's records: a
+call with settings that need another engine (model, adapters, dtype, quantization, engine options,
+sampling...) loads that engine, so each record's settings are the ones that made it.
 
 A script needs no `if __name__ == "__main__":` guard: the decoder processes (and vLLM's engine
 process) never run the caller's script again (video_io/workers.py main_script_hidden). Library
-output (vLLM, transformers) goes to `log` (default: caption.log beside the records) unless
-`verbose=True`; Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
+output (vLLM, transformers) goes to `log` (default: <output>.log) unless `verbose=True`, only while
+the library runs: between records the caller's prints reach its terminal (caption/console.py
+quiet_steps). Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
 """
 
 from __future__ import annotations
@@ -115,6 +118,15 @@ def _ctrl_c_stops_the_job():
         signal.signal(signal.SIGINT, previous)
 
 
+def _quiet(log: Path) -> None:
+    """Library output to `log` from now until console.restore(); a log that cannot be written: WriteFailed."""
+    from caption.console import console
+    from caption.faults import writing
+
+    with writing(log, "log file", setting="log"):
+        console.quiet(log, lines_to_terminal=False)
+
+
 class Captioner:
     """One configuration, any number of `caption()` calls; the engine loads at the first and is kept for
     the next calls that need the same one (a call with settings that need another engine loads it)."""
@@ -156,7 +168,7 @@ class Captioner:
         log = self.log or Path(str(cfg.output)).with_suffix(".log")
         # the plan and summary lines go to the log too; warnings reach stderr. Only while the job runs:
         # between records the caller's own prints reach its terminal
-        quiet = None if self.verbose else (lambda: console.quiet(log, lines_to_terminal=False))
+        quiet = None if self.verbose else (lambda: _quiet(log))
         with _ctrl_c_stops_the_job():
             summary = yield from quiet_steps(self._job(cfg, pairs, [*self.overrides, *extra]), quiet)
         self.summary = summary

@@ -81,19 +81,25 @@ def quiet_steps(steps, quiet):
     `quiet=None` (verbose) runs the steps as they are. Returns what `steps` returns."""
     if quiet is None:
         return (yield from steps)
+    finished = False
     try:
         while True:
             quiet()
             try:
                 item = next(steps)
             except StopIteration as done:
+                finished = True
                 return done.value
             finally:
                 console.restore()
             yield item
     finally:  # the caller stopped early (or a step failed): the job shuts its decoders and engine down
-        quiet()
-        try:
-            steps.close()
-        finally:
-            console.restore()
+        if not finished:
+            try:
+                quiet()
+            except Exception:  # no log to quiet into (the reason is on its way up): close it as it is
+                pass
+            try:
+                steps.close()
+            finally:
+                console.restore()

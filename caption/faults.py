@@ -99,11 +99,13 @@ def remove_quietly(path: Path) -> None:
         pass
 
 
-def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None) -> None:
-    """Before the expensive part of a command: `path` can be written. Its folder, or the nearest of its
-    parents that exists (the writer makes the missing ones), is a folder that takes a file; else
-    WriteFailed in one line naming `path` as `what` and the option (`setting`) that moves it."""
-    folder = Path(path).expanduser().absolute().parent
+def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None, into: bool = False) -> None:
+    """Before the expensive part of a command: `path` can be written (`into`: files can be written into the
+    folder `path`). Its folder, or the nearest of its parents that exists (the writer makes the missing
+    ones), is a folder that takes a file; else WriteFailed in one line naming `path` as `what` and the
+    option (`setting`) that moves it."""
+    folder = Path(path).expanduser().absolute()
+    folder = folder if into else folder.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:

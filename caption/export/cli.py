@@ -179,9 +179,9 @@ def summary_line(args, done: dict, loaded: Loaded) -> str:
 
 
 def output_target(args, loaded: Loaded) -> Path:
-    """A file the command will write: in the subtitles' folder, or the table itself."""
+    """What the command will write: the subtitles' folder, or the table."""
     if args.format in SUBTITLES:
-        return (args.out or loaded.path.with_name(f"{loaded.path.stem}-{args.format}")) / f"any.{args.format}"
+        return args.out or loaded.path.with_name(f"{loaded.path.stem}-{args.format}")
     return args.out or loaded.path.with_name(f"{loaded.path.stem}.{args.format}")
 
 
@@ -189,8 +189,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         loaded = load(args.records)
-        check_can_write(output_target(args, loaded), f"{({**SUBTITLES, **TABLES})[args.format]} output",
-                        "--out")  # before reading clip durations and rendering
+        check_can_write(output_target(args, loaded), f"{({**SUBTITLES, **TABLES})[args.format]} file", "--out",
+                        into=args.format in SUBTITLES)  # before reading clip durations and rendering
         export = export_subtitles if args.format in SUBTITLES else export_table
         done, notes = export(args, loaded)
     except ExportError as exc:

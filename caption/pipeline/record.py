@@ -68,9 +68,8 @@ def base_record(job, video: str, task: str, adapter: str | None, segment=None) -
 def _references_field(job, adapter: str | None) -> dict:
     """An adapter's records name the references list its captions are scored on (its `references_field`),
     so caption-meteor and the review page score them as the job does (eval/scope.py)."""
-    if adapter is None:
-        return {}
-    return {"references_field": next(a.references_field for a in job.adapters if a.name == adapter)}
+    declared = {a.name: a.references_field for a in getattr(job, "adapters", ())}
+    return {"references_field": declared[adapter]} if adapter in declared else {}
 
 
 def error_records(job, done, key: str, error: str, segment=None, **extra) -> list[dict]:

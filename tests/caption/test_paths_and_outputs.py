@@ -110,7 +110,7 @@ def test_every_command_checks_its_output_before_its_work(tmp_path, records, synt
                 cwd=tmp_path)
     _one_line_write_failure(page, "caption-report", "report.html")
     export = _run("caption-export", records, "--format", "csv", "--out", blocked / "t.csv", cwd=tmp_path)
-    _one_line_write_failure(export, "caption-export", "t.csv")
+    _one_line_write_failure(export, "caption-export", "t.csv")  # the CSV file
     scored = _run("caption-meteor", records, refs, "--per-item", blocked / "items.csv", cwd=tmp_path)
     _one_line_write_failure(scored, "caption-meteor", "items.csv")
     bench = _run("caption-bench", "meteor", "--n", "20", "--out", blocked / "bench", cwd=tmp_path)
