@@ -158,7 +158,7 @@ class Captioner:
         Settings given here apply to this call (the Captioner's own, then these); where they need
         another engine (another model, adapter set, dtype, quantization, engine option, sampling...),
         the loaded one is closed and that one loaded, so every record says the settings that made it."""
-        from caption.console import console, quiet_steps
+        from caption.console import quiet_steps
 
         folder, pairs = _videos(videos)
         extra = overrides_of(settings)

@@ -26,7 +26,6 @@ import csv
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from caption.faults import WriteFailed, check_can_write, writing
