@@ -24,6 +24,10 @@ _CAUSES = {
     errno.EACCES: ("permission denied", "make it writable for this user, or {elsewhere}"),
     errno.EPERM: ("operation not permitted", "make it writable for this user, or {elsewhere}"),
     errno.EIO: ("an I/O error (a failing disk or network filesystem)", "check the disk, or {elsewhere}"),
+    # a file where a folder of the path should be (output=results/c.jsonl with a file named results)
+    errno.ENOTDIR: ("a part of its path is a file, not a folder", "{elsewhere}"),
+    errno.EEXIST: ("a file is where its folder should be", "{elsewhere}"),
+    errno.EISDIR: ("it is a folder", "give a file name, or {elsewhere}"),
 }
 
 
