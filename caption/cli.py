@@ -89,9 +89,6 @@ def main() -> None:
         sys.stdout.write(help_text(CONF_DIR))
         return
     install_signal_handlers()
-    from caption.overrides import paths_as_typed
-
-    sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
     # Hydra's own errors (a bad override, a run folder it cannot make) come to us instead of its report,
     # which prints a traceback and exits 1: they are the user's to fix (2) or the machine's (5)
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -110,7 +107,9 @@ def _compose_and_run() -> None:
 
     from caption.config import CONF_DIR
     from caption.faults import WriteFailed
+    from caption.overrides import paths_as_typed
 
+    sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
     app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)
     try:
         app()
