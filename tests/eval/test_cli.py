@@ -310,3 +310,24 @@ def test_a_videos_references_are_whole_or_per_scene_not_both(capsys, tmp_path):
     expect_input_error(capsys, str(pred), str(refs), contains=("refs.jsonl:2", "whole clip and per scene"))
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"video": "walk.mp4", "start_s": 6.0, "end_s": 2.0, "references": ["b"]}])
     expect_input_error(capsys, str(pred), str(bad), contains=("bad.jsonl:1", "0 <= start_s < end_s"))
+
+
+def test_an_adapters_captions_are_scored_on_the_list_its_adapter_declares(capsys, tmp_path):
+    """The records name it (the job writes `references_field`); records from before that: the conf/lora/
+    preset declaring an adapter of that name (lora=detailed: references_detailed); --field names another."""
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "a.mp4", "references": ["p q"], "references_long": ["x y z"],
+                                              "references_detailed": ["d e f"]}])
+    mine = write_jsonl(tmp_path / "mine.jsonl", [{"video": "a.mp4", "caption": "x y z", "status": "ok", "task": "caption",
+                                                 "adapter": "long", "references_field": "references_long"}])
+    rc, out, _ = run_cli(capsys, mine, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["meteor"] == 1.0 and last_json(out)["field"] == "references_long"
+    older = write_jsonl(tmp_path / "older.jsonl", [{"video": "a.mp4", "caption": "d e f", "status": "ok",
+                                                   "task": "caption", "adapter": "detailed"}])
+    rc, out, _ = run_cli(capsys, older, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["field"] == "references_detailed" and last_json(out)["meteor"] == 1.0
+    rc, out, _ = run_cli(capsys, older, refs, "--tokenizer", "whitespace", "--field", "references")
+    assert rc == 0 and last_json(out)["meteor"] == 0.0
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"video": "a.mp4", "references": ["p q"]}])
+    expect_input_error(capsys, older, bare, "--tokenizer", "whitespace",
+                       contains=("missing field 'references_detailed'", "the list adapter detailed declares",
+                                 "--adapter-field detailed=LIST"))
