@@ -11,10 +11,14 @@ model, cores, measured memory bandwidth, load average, git commit and date (benc
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from bench import (chaos, cpu_runtime, decode, decode_memory, engine_only, engines, gpu, installers, lora, memory,
                    meteor, prefix, prune, quant, resume, runners, sampling, scaleout, scenes, scenes_real, segments,
                    server, spec, torch_compile)
+from caption.faults import WriteFailed, check_can_write
+from caption.outcome import EXIT_WRITE_FAILED
 
 # subcommand -> module (each has a docstring whose first line is its one-line description,
 # add_arguments(parser) and run(args) -> exit status)
@@ -43,4 +47,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "out", None) is not None:  # its results: writable before minutes of benchmarking
+        try:
+            check_can_write(Path(args.out) / "results.json", "benchmark results", "--out")
+        except WriteFailed as exc:
+            print(f"caption-bench: {exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
     return args.run(args) or 0

@@ -11,12 +11,15 @@
 Settings are the command's: a config group's option by its name (`model="qwen2_5_vl_7b"`), a key by
 its path with `__` for the dots (`video__num_frames=16`, `gpu__max_num_seqs=32`), or override strings
 as the command takes them (`overrides=["video.num_frames=16"]`). A bad one fails when the Captioner is
-made, in the same words as the command (ConfigError). The records are the command's records.
+made, in the same words as the command (ConfigError). The records are the command's records: a
+call with settings that need another engine (model, adapters, dtype, quantization, engine options,
+sampling...) loads that engine, so each record's settings are the ones that made it.
 
 A script needs no `if __name__ == "__main__":` guard: the decoder processes (and vLLM's engine
 process) never run the caller's script again (video_io/workers.py main_script_hidden). Library
-output (vLLM, transformers) goes to `log` (default: caption.log beside the records) unless
-`verbose=True`; Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
+output (vLLM, transformers) goes to `log` (default: <output>.log) unless `verbose=True`, only while
+the library runs: between records the caller's prints reach its terminal (caption/console.py
+quiet_steps). Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.config import CONF_DIR, ConfigError
+from caption.overrides import hydra_quote, paths_as_typed
+from caption.unread import check_settings_read
 
-_PLAIN = re.compile(r"^[\w./:@+-]+$")  # values Hydra's override grammar takes unquoted
+_PLAIN = re.compile(r"^[\w./:@+-]+$", re.ASCII)  # values Hydra's override grammar takes unquoted
 
 
 def _value(value) -> str:
@@ -48,12 +53,14 @@ def _value(value) -> str:
     text = str(value)
     if _PLAIN.match(text):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return hydra_quote(text)
 
 
 def overrides_of(settings: dict, overrides: Iterable[str] = ()) -> list[str]:
-    """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides."""
-    return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + list(overrides)
+    """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides (a
+    path in an override string as the command takes it: caption/overrides.py)."""
+    return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + \
+        paths_as_typed(list(overrides))
 
 
 def compose_config(overrides: list[str]):
@@ -111,18 +118,18 @@ def _ctrl_c_stops_the_job():
         signal.signal(signal.SIGINT, previous)
 
 
-def _refuse_a_busy_output(output: Path) -> None:
-    """OutputBusy now, where another job writes `output` (the job takes the lock itself once it starts)."""
-    from caption.output_lock import OutputLock
+def _quiet(log: Path) -> None:
+    """Library output to `log` from now until console.restore(); a log that cannot be written: WriteFailed."""
+    from caption.console import console
+    from caption.faults import writing
 
-    try:
-        OutputLock.acquire(output).release()
-    except OSError:  # no such folder yet, or not writable: the job's own checks say so in its words
-        pass
+    with writing(log, "log file", setting="log"):
+        console.quiet(log, lines_to_terminal=False)
 
 
 class Captioner:
-    """One configuration, one engine loaded once, any number of `caption()` calls."""
+    """One configuration, any number of `caption()` calls; the engine loads at the first and is kept for
+    the next calls that need the same one (a call with settings that need another engine loads it)."""
 
     def __init__(self, model: str | None = None, engine: str | None = None, *, overrides: Iterable[str] = (),
                  log: str | os.PathLike | None = None, verbose: bool = False, **settings):
@@ -136,7 +143,8 @@ class Captioner:
         # validated and planned now, so a slip fails here rather than at the first video
         probe = compose_config(["input_dir=" + self._tmp.name, *self._with_output(Path(self._tmp.name) / "x.jsonl")])
         self.job = load_planned_job(probe)
-        self.engine = None
+        check_settings_read(self.overrides, probe, self.job)
+        self.engine, self._engine_spec = None, None
 
     def _with_output(self, output) -> list[str]:
         if output is None:
@@ -146,10 +154,11 @@ class Captioner:
 
     def caption(self, videos, output: str | os.PathLike | None = None, **settings) -> Iterator[dict]:
         """Caption a folder (crawled as the command does) or a list of files; yields each record as it
-        is written. Records go to `output` (resumed as the command resumes) or to a temporary file."""
-        from caption.console import console
-        from caption.job import job_records
-        from caption.outcome import interrupts
+        is written. Records go to `output` (resumed as the command resumes) or to a temporary file.
+        Settings given here apply to this call (the Captioner's own, then these); where they need
+        another engine (another model, adapter set, dtype, quantization, engine option, sampling...),
+        the loaded one is closed and that one loaded, so every record says the settings that made it."""
+        from caption.console import quiet_steps
 
         folder, pairs = _videos(videos)
         extra = overrides_of(settings)
@@ -157,36 +166,54 @@ class Captioner:
             extra.append("references=null")  # a file list has no references.jsonl of its own
         cfg = compose_config([f"input_dir={_value(str(folder))}", *self._with_output(output), *extra])
         log = self.log or Path(str(cfg.output)).with_suffix(".log")
-        interrupts.received = False
-        if not self.verbose:  # the plan and summary lines go to the log too; warnings reach stderr
-            console.quiet(log, lines_to_terminal=False)
-        try:
-            _refuse_a_busy_output(Path(str(cfg.output)))  # before an engine loads for nothing
-            self._ensure_engine(cfg)
-            with _ctrl_c_stops_the_job():
-                summary = yield from job_records(cfg, engine=self.engine, videos=pairs)
-        finally:
-            console.restore()
+        # the plan and summary lines go to the log too; warnings reach stderr. Only while the job runs:
+        # between records the caller's own prints reach its terminal
+        quiet = None if self.verbose else (lambda: _quiet(log))
+        with _ctrl_c_stops_the_job():
+            summary = yield from quiet_steps(self._job(cfg, pairs, [*self.overrides, *extra]), quiet)
         self.summary = summary
         if summary.get("stopped") == "interrupted":
             raise KeyboardInterrupt
 
-    def _ensure_engine(self, cfg) -> None:
-        """Load the engine once, for the first call; later calls reuse it."""
-        if self.engine is not None:
-            return
+    def _job(self, cfg, pairs, given: list[str]):
+        """One call's job, its engine first (loading it is part of the quiet steps)."""
+        from caption.job import job_records
+        from caption.outcome import interrupts
+
+        interrupts.received = False
+        engine = self._engine_for(cfg, given)
+        return (yield from job_records(cfg, engine=engine, videos=pairs))
+
+    def _engine_for(self, cfg, given: list[str]):
+        """The engine this call's plan needs: the loaded one where its specification (caption/engines/spec.py:
+        model, dtype, quantization, adapters, engine options, sampling, ...) is this call's, else a new one,
+        the old one closed first. None where the job loads none here (runner=ray, plan_only)."""
+        from caption.job import check_outputs
         from caption.pipeline.supervisor import load_engine
         from caption.planning import load_planned_job
 
         job = load_planned_job(cfg)
-        if job.runner.name != "local":
-            return  # runner=ray loads its engines in its actors, per call
+        check_settings_read(given, cfg, job)
+        if job.plan_only or not job.plan.fits:
+            return None
+        check_outputs(job).release()  # the output is the job's to write and no other job's, before an engine loads
+        if job.runner.name != "local":  # runner=ray loads its engines in its actors, per call: room for them
+            self._close_engine()
+            return None
+        if self.engine is not None and self._engine_spec == job.engine_spec:
+            return self.engine
+        self._close_engine()
         self.engine = load_engine(job)
+        self._engine_spec = job.engine_spec
+        return self.engine
+
+    def _close_engine(self) -> None:
+        if self.engine is not None:
+            engine, self.engine, self._engine_spec = self.engine, None, None
+            engine.close()
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        self._close_engine()
         self._tmp.cleanup()
 
     def __enter__(self) -> "Captioner":

@@ -48,6 +48,7 @@ def _job(cfg) -> float | None:
     from caption.output_lock import OutputBusy
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
+    from caption.unread import task_overrides
 
     if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
         sys.exit(EXIT_INTERRUPTED)
@@ -56,7 +57,7 @@ def _job(cfg) -> float | None:
         with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):
             console.quiet(folder / LOG_FILE)
     try:
-        summary = run_job(cfg)
+        summary = run_job(cfg, given=task_overrides())
     except OutputBusy as exc:  # another job writes this output: a scheduler may try again later
         print(f"caption: refused: {exc}", file=console.err)
         sys.exit(EXIT_OUTPUT_BUSY)
@@ -110,7 +111,9 @@ def _compose_and_run() -> None:
 
     from caption.config import CONF_DIR
     from caption.faults import WriteFailed
+    from caption.overrides import paths_as_typed
 
+    sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
     app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)
     try:
         app()

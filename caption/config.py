@@ -170,7 +170,9 @@ def _model(cfg: DictConfig) -> ModelSettings:
     except UnknownFamily as exc:
         raise ConfigError(f"`model.family`: {exc}") from None
     path = str(m.path)
-    if not Path(path).expanduser().is_dir() and not _is_hub_id(path):
+    if path.startswith("~"):  # a folder of the user's (a hub id never starts so): as the engines must open it
+        path = str(Path(path).expanduser())
+    if not Path(path).is_dir() and not _is_hub_id(path):
         raise ConfigError(f"`model.path={path}` is not a folder; point it at a local checkpoint "
                           "or a hub id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) on a machine with hub access")
     _check_checkpoint(m, path)
@@ -361,7 +363,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict | None:
                       prompt_lookup_min=int(_positive(_group_key(spec, "spec", "prompt_lookup_min"),
                                                       "spec.prompt_lookup_min")))
     else:
-        draft = Path(str(spec.get("model") or ""))
+        draft = Path(str(spec.get("model") or "")).expanduser()
         if not (draft / "config.json").is_file():
             raise ConfigError(f"`spec.model={spec.get('model')}` is not a model folder; point it at a draft model "
                               "that shares the target's tokenizer (python -m training.train_draft makes one)")
@@ -410,9 +412,9 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     if output.exists() and output.is_dir():
         raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
-    if given and not output.parent.exists():
-        raise ConfigError(f"`output`: folder {output.parent} does not exist; create it or pick another path")
-    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json"))
+    # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
+    # refused there in one line where its parent cannot take it
+    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json")).expanduser()
     references = cfg.references
     if references == "auto":
         found = input_dir / "references.jsonl"
@@ -423,6 +425,14 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
             raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
                               "or set references=null")
     return input_dir, output, summary, references
+
+
+def _quant(cfg: DictConfig) -> dict:
+    """The `quant` group; a checkpoint in the user's home (`~/...`) as the engines must open it."""
+    quant = OmegaConf.to_container(cfg.quant, resolve=True)
+    if str(quant.get("checkpoint") or "").startswith("~"):
+        quant["checkpoint"] = str(Path(quant["checkpoint"]).expanduser())
+    return quant
 
 
 def load_job_config(cfg: DictConfig) -> JobConfig:
@@ -470,7 +480,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, requested_engine=_requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
-        gpu=OmegaConf.to_container(cfg.gpu, resolve=True), quant=OmegaConf.to_container(cfg.quant, resolve=True),
+        gpu=OmegaConf.to_container(cfg.gpu, resolve=True), quant=_quant(cfg),
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),

@@ -71,3 +71,35 @@ class Console:
 
 
 console = Console()
+
+
+def quiet_steps(steps, quiet):
+    """The generator `steps` with library output quieted only while it runs: `quiet()` (e.g.
+    console.quiet(log)) before each step, console.restore() before its item reaches the caller, so what
+    the caller prints between items reaches its terminal (the Python API's `for record in
+    captioner.caption(...): print(...)`). A caller that stops early closes `steps` quietly too.
+    `quiet=None` (verbose) runs the steps as they are. Returns what `steps` returns."""
+    if quiet is None:
+        return (yield from steps)
+    finished = False
+    try:
+        while True:
+            quiet()
+            try:
+                item = next(steps)
+            except StopIteration as done:
+                finished = True
+                return done.value
+            finally:
+                console.restore()
+            yield item
+    finally:  # the caller stopped early (or a step failed): the job shuts its decoders and engine down
+        if not finished:
+            try:
+                quiet()
+            except Exception:  # no log to quiet into (the reason is on its way up): close it as it is
+                pass
+            try:
+                steps.close()
+            finally:
+                console.restore()

@@ -24,6 +24,10 @@ _CAUSES = {
     errno.EACCES: ("permission denied", "make it writable for this user, or {elsewhere}"),
     errno.EPERM: ("operation not permitted", "make it writable for this user, or {elsewhere}"),
     errno.EIO: ("an I/O error (a failing disk or network filesystem)", "check the disk, or {elsewhere}"),
+    # a file where a folder of the path should be (output=results/c.jsonl with a file named results)
+    errno.ENOTDIR: ("a part of its path is a file, not a folder", "{elsewhere}"),
+    errno.EEXIST: ("a file is where its folder should be", "{elsewhere}"),
+    errno.EISDIR: ("it is a folder", "give a file name, or {elsewhere}"),
 }
 
 
@@ -112,3 +116,21 @@ def write_whole(path: Path, data: bytes, temporary_suffix: str = ".partial") -> 
     except OSError:
         remove_quietly(tmp)
         raise
+
+
+def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None, into: bool = False) -> None:
+    """Before the expensive part of a command: `path` can be written (`into`: files can be written into the
+    folder `path`). Its folder, or the nearest of its parents that exists (the writer makes the missing
+    ones), is a folder that takes a file; else WriteFailed in one line naming `path` as `what` and the
+    option (`setting`) that moves it."""
+    folder = Path(path).expanduser().absolute()
+    folder = folder if into else folder.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+        check_writable(folder, what)
+    except (WriteFailed, OSError) as exc:
+        cause = exc.cause if isinstance(exc, WriteFailed) else exc
+        raise WriteFailed(path, cause, what, setting) from None

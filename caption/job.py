@@ -30,16 +30,18 @@ from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
 from caption.summary import JobTally, finish, print_job_start, report_plan, reset_peak_rss, resume_notes, start_notes
+from caption.unread import check_settings_read
 from video_io.crawl import crawl_videos
 
 Videos = list[tuple[str, str]]  # (key: the clip's path relative to input_dir, path)
 
 
-def run_job(cfg: DictConfig, engine=None, videos: Videos | None = None) -> dict:
+def run_job(cfg: DictConfig, engine=None, videos: Videos | None = None, given=()) -> dict:
     """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
     `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process.
-    `videos`: the clips to caption instead of crawling input_dir (the Python API's file lists)."""
-    records = job_records(cfg, engine, videos)
+    `videos`: the clips to caption instead of crawling input_dir (the Python API's file lists).
+    `given`: the overrides the user gave, each checked to be read by this job (caption/unread.py)."""
+    records = job_records(cfg, engine, videos, given)
     while True:
         try:
             next(records)
@@ -47,11 +49,13 @@ def run_job(cfg: DictConfig, engine=None, videos: Videos | None = None) -> dict:
             return done.value
 
 
-def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None) -> Generator[dict, None, dict]:
+def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None,
+                given=()) -> Generator[dict, None, dict]:
     """The job as a stream: yields each record once it is written, returns the summary. A caller that
     stops iterating stops the job: decoders and an owned engine are closed, the records written stay,
     and no summary is written for a job its caller abandoned."""
     job = plan_job(load_job_config(cfg))  # a wrong setting or a plan that cannot run fails here, before loading
+    check_settings_read(given, cfg, job)  # a key given that this job would not read fails here too
     if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
     lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)

@@ -19,7 +19,7 @@ from caption.prompts import instruction_text
 from caption.generation import sampling_warnings
 from caption.sweep import in_multirun
 from families import get_family
-from quant.devices import resolve_tier
+from quant.devices import resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 
@@ -116,7 +116,13 @@ def plan_job(job: JobConfig) -> JobConfig:
         check_weights_reachable(job.model.path)
     gpu, tier_why = (job.gpu, None) if remote else resolve_tier(job.gpu)  # gpu=auto: the tier this machine is
     job = dataclasses.replace(job, gpu=gpu)
+    # a CUDA tier without its GPU runs as a plan only (runner=ray: on the cluster's GPUs, not this machine's)
+    elsewhere = None if job.plan_only or job.runner.name != "local" else tier_not_here(gpu)
+    if elsewhere is not None and not in_multirun():
+        raise ConfigError(elsewhere)
     plan = make_job_plan(job)
+    if elsewhere is not None:  # a sweep's row says why
+        plan = Plan.refused(job.model.preset, gpu, job.requested_engine, elsewhere)
     if tier_why is not None:
         plan.notes.insert(0, tier_why)
     if job.speculative is not None and plan.engine != "vllm":

@@ -23,11 +23,26 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-def option(default, help: str):
-    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config."""
+def option(default, help: str, read_when: dict | None = None, path: bool = False):
+    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
+    `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
+    is a file or folder, taken as typed on the command line (caption/overrides.py)."""
+    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def preset_key(read_when: dict):
+    """A key every preset of its group sets (MISSING), which the job reads only when `read_when` holds:
+    {setting: the values it must have (a tuple), or a comparison ("> 0")}. A key given on the command
+    line whose setting is otherwise would do nothing: caption/unread.py refuses it, saying what to add."""
+    return field(default=MISSING, metadata={"read_when": read_when})
+
+
+# what decides whether a key is read (caption/unread.py checks given keys against it)
+BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
+BY_SERVER = {"engine.name": ("server",)}  # engine=server's own settings (caption/engines/server_engine.py)
 
 
 @dataclass
@@ -51,49 +66,52 @@ class EngineSchema:
     name: str = MISSING                    # auto | vllm | hf | server
     seed: int = MISSING
     max_restarts: int = MISSING
-    enable_prefix_caching: bool = MISSING
-    max_inflight: int = MISSING
-    log_level: str = MISSING
-    batch_size: int = MISSING
-    attn_implementation: str = MISSING
+    enable_prefix_caching: bool = preset_key({"engine.name": ("vllm",)})
+    max_inflight: int = preset_key({"engine.name": ("vllm", "server")})
+    log_level: str = preset_key({"engine.name": ("vllm",)})
+    batch_size: int = preset_key({"engine.name": ("hf",)})
+    attn_implementation: str = preset_key({"engine.name": ("hf",)})
     # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
     base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
-                                           "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)")
+                                           "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)",
+                                     BY_SERVER)
     served_model: Optional[str] = option(None, "engine=server: the model name the server serves (its /v1/models "
-                                               "lists them); null: the one base model it serves")
+                                               "lists them); null: the one base model it serves", BY_SERVER)
     api_key_env: Optional[str] = option(None, "engine=server: the environment variable holding the server's API "
-                                              "key (sent as a bearer token, written nowhere); null: no key")
+                                              "key (sent as a bearer token, written nowhere); null: no key", BY_SERVER)
     timeout_s: float = option(300.0, "engine=server: seconds one request may take, its wait in the server's queue "
-                                     "included; then it is tried again, and after the retries it is an error record")
+                                     "included; then it is tried again, and after the retries it is an error record",
+                              BY_SERVER)
     retries: int = option(4, "engine=server: tries after the first for a request that met a connection error, a "
-                             "timeout, 429 or 5xx")
+                             "timeout, 429 or 5xx", BY_SERVER)
     retry_wait_s: float = option(1.0, "engine=server: the wait before the first retry, doubled for each next one "
-                                      "(at most 30 s); a 429's Retry-After is kept")
+                                      "(at most 30 s); a 429's Retry-After is kept", BY_SERVER)
 
 
 @dataclass
 class SamplingSchema:
     name: str = MISSING
     temperature: float = MISSING
-    top_p: float = MISSING
-    top_k: int = MISSING
+    top_p: float = preset_key({"sampling.temperature": "> 0"})  # temperature 0: greedy or beam search
+    top_k: int = preset_key({"sampling.temperature": "> 0"})
     repetition_penalty: float = MISSING
     max_new_tokens: int = MISSING
     min_new_tokens: int = MISSING
     num_beams: int = MISSING
-    length_penalty: float = MISSING
+    length_penalty: float = preset_key({"sampling.num_beams": "> 1"})
     no_repeat_ngram_size: int = MISSING
-    early_stopping: bool = MISSING
+    early_stopping: bool = preset_key({"sampling.num_beams": "> 1"})
 
 
 @dataclass
 class VideoSchema:
     sampling: str = MISSING                # uniform | fps
-    num_frames: int = MISSING
-    fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video")
+    num_frames: int = preset_key({BY_SAMPLING: ("uniform",)})
+    fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video", {BY_SAMPLING: ("fps",)})
     max_frames: int = option(SamplingSpec.max_frames, "fps sampling: at most this many frames (longer clips "
-                                                      "are thinned evenly)")
-    min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames")
+                                                      "are thinned evenly)", {BY_SAMPLING: ("fps",)})
+    min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames",
+                             {BY_SAMPLING: ("fps",)})
     width: Optional[int] = MISSING
     height: Optional[int] = MISSING
     max_pixels: Optional[int] = MISSING
@@ -121,24 +139,27 @@ class VideoSchema:
                                              "segment_index, start_s, end_s, the shots it spans and the spans "
                                              "left out beside it (video_io/segmenting.py)")
     segment_over_s: float = option(SegmentSpec.over_s, "segments=auto: clips longer than this (their header's "
-                                                       "duration) are split at their shots")
+                                                       "duration) are split at their shots", {BY_SEGMENTS: ("auto",)})
     segment_min_s: float = option(SegmentSpec.min_s, "the shortest segment of one shot: shorter shots are "
                                                      "captioned together (a montage) or dropped, as "
-                                                     "segment_short_shots says")
-    segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces")
-    segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds")
+                                                     "segment_short_shots says; segments=fixed: a shorter last "
+                                                     "piece is dropped", {BY_SEGMENTS: ("auto", "scenes", "fixed")})
+    segment_max_s: float = option(SegmentSpec.max_s, "shots longer than this are cut into equal pieces",
+                                  {BY_SEGMENTS: ("auto", "scenes")})
+    segment_stride_s: float = option(SegmentSpec.stride_s, "segments=fixed: a piece every this many seconds",
+                                     {BY_SEGMENTS: ("fixed",)})
     segment_trim_s: float = option(SegmentSpec.trim_s, "seconds left out on each side of a cut (and a "
                                                        "dissolve's or fade's whole span); with montages, at "
-                                                       "most 5% of the shot next to the cut")
+                                                       "most 5% of the shot next to the cut", {BY_SEGMENTS: ("auto", "scenes")})
     segment_short_shots: str = option(SegmentSpec.short, "segments=scenes|auto, shots shorter than segment_min_s: "
                                                          "montage: a run of them is one segment that lists its "
                                                          "shots (every second covered but transitions and trims); "
                                                          "drop: dropped, as curation pipelines keep training clips "
-                                                         "(video_io/coverage.py)")
+                                                         "(video_io/coverage.py)", {BY_SEGMENTS: ("auto", "scenes")})
     scene_threshold: float = option(SegmentSpec.threshold, "shot detection: how much (0-255 levels) frames 1 s "
                                                            "apart must differ beyond a shot's own motion; lower "
                                                            "finds subtler cuts and more false ones "
-                                                           "(video_io/scenes.py)")
+                                                           "(video_io/scenes.py)", {BY_SEGMENTS: ("auto", "scenes")})
 
 
 @dataclass
@@ -159,10 +180,14 @@ class LoraSchema:
 @dataclass
 class SpecSchema:
     method: str = MISSING                  # none | ngram | draft_model
-    num_speculative_tokens: int = MISSING
-    prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up")
-    prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up")
-    model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)")
+    num_speculative_tokens: int = preset_key({"spec.method": ("ngram", "draft_model")})
+    prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
+    prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
+    model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
+                                  {"spec.method": ("draft_model",)}, path=True)
+
+
+ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's keys but its name
 
 
 @dataclass
@@ -170,14 +195,17 @@ class RunnerSchema:
     name: str = MISSING                    # local | ray
     address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
                                           "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
-                                          "for the job and stop it after")
+                                          "for the job and stop it after", ON_RAY)
     actors: Optional[int] = option(None, "ray: engine actors; null: one per engine the cluster can hold (its "
-                                         "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)")
-    engine_cpus: float = option(1.0, "ray: CPUs each engine actor reserves (on the cpu tier it binds that many cores)")
-    decode_cpus: float = option(1.0, "ray: CPUs each decoding task reserves")
+                                         "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)",
+                                   ON_RAY)
+    engine_cpus: float = option(1.0, "ray: CPUs each engine actor reserves (on the cpu tier it binds that many cores)",
+                                ON_RAY)
+    decode_cpus: float = option(1.0, "ray: CPUs each decoding task reserves", ON_RAY)
     batch_clips: Optional[int] = option(None, "ray: clips per batch handed to an engine actor; null: the "
-                                              "plan's max_num_seqs")
-    max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records")
+                                              "plan's max_num_seqs", ON_RAY)
+    max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records",
+                              ON_RAY)
 
 
 GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema, "quant": QuantSchema,
@@ -187,9 +215,10 @@ GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema,
 
 @dataclass
 class JobSchema:
-    input_dir: str = option(MISSING, "folder crawled recursively for video files")
+    input_dir: str = option(MISSING, "folder crawled recursively for video files", path=True)
     output: Optional[str] = option(None, "JSONL, one record per (video, task, adapter), appended to on resume; "
-                                         "null: captions.jsonl in the run's folder (runs/...)")
+                                         "null: captions.jsonl in the run's folder (runs/...); a folder that "
+                                         "does not exist is made", path=True)
     tasks: List[str] = option(["caption"], "instructions per video (caption/prompts.py): caption, keywords, motion")
     resume: bool = option(True, "skip videos that already have records (made with these settings) in `output`")
     overwrite: bool = option(False, "start `output` afresh even though it exists; the old file is kept beside it, "
@@ -207,9 +236,10 @@ class JobSchema:
     progress: bool = option(True, "progress bar on stderr")
     verbose: bool = option(False, "false: the terminal shows the plan, progress and summary, and every other "
                                   "line goes to caption.log in the run's folder")
-    summary_path: Optional[str] = option(None, "null: <output>.summary.json")
+    summary_path: Optional[str] = option(None, "null: <output>.summary.json", path=True)
     references: Optional[str] = option("auto", "score captions with METEOR after the job: a references.jsonl path; "
-                                               "auto: <input_dir>/references.jsonl if it exists; null: do not score")
+                                               "auto: <input_dir>/references.jsonl if it exists; null: do not score",
+                                       path=True)
     plan_only: bool = option(False, "resolve and save the plan (engine, dtype, quantization, memory), run nothing")
     benchmark: BenchmarkSchema = field(default_factory=BenchmarkSchema)
     # the config groups: conf/<group>/<option>.yaml, chosen as `group=option`, typed by the schemas above
@@ -245,6 +275,14 @@ def documented_keys(schema=JobSchema, prefix: str = "") -> list[tuple[str, Any, 
         default = f.default_factory() if f.default is NO_DEFAULT else f.default
         rows.append((prefix + f.name, "???" if default is MISSING else default, f.metadata["help"]))
     return rows
+
+
+def path_keys() -> list[str]:
+    """Every path-valued setting (a field marked `path`), as `key` or `group.key`."""
+    found = [f.name for f in fields(JobSchema) if f.metadata.get("path")]
+    for group, schema in GROUP_SCHEMAS.items():
+        found += [f"{group}.{f.name}" for f in fields(schema) if f.metadata.get("path")]
+    return found
 
 
 def known_keys() -> list[str]:

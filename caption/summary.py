@@ -14,7 +14,7 @@ from caption.faults import WriteFailed, free_bytes, write_whole, writing
 from caption.outcome import exit_status, interrupts
 from caption.pipeline.record import record_key
 from caption.records import keep_existing
-from caption.scoring import score_captions
+from caption.scoring import meteor_lines, score_captions
 from caption.sweep import write_result
 
 
@@ -189,9 +189,8 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
                 ("time", ", ".join(f"{k} {v} s" for k, v in summary["stages_s"].items())
                  + f"; engine idle {summary['engine_idle_fraction']:.0%}"
                  if rate and summary.get("engine_idle_fraction") is not None else None),
-                ("METEOR", f"{summary['meteor']} over {summary.get('meteor_n')} "
-                           f"{'references (clips or scenes)' if summary.get('segments_run') else 'videos'}"
-                 if "meteor" in summary else None),
+                *[("METEOR", line) for line in meteor_lines(
+                    summary, "clips or scenes" if summary.get("segments_run") else "clips")],
                 ("peak memory", f"{summary['peak_rss_gib']} GiB"),
                 ("records", summary["output"])]
         rows = [(k, v) for k, v in rows if v is not None]

@@ -76,8 +76,17 @@ def collect(sweep_dir: Path) -> tuple[list[dict], list[dict]]:
         plan["job"] = _overrides(path.parent) or path.parent.name
         plans.append(plan)
         summary = result.get("summary") or {}
-        measured.append({key: summary.get(key) for key in MEASURED if summary.get(key) is not None})
+        measured.append(measured_figures(summary))
     return plans, measured
+
+
+def measured_figures(summary: dict) -> dict:
+    """A job's row in the sweep table: MEASURED, and every METEOR figure beside the score (each variant's
+    score, how many clips it is over, how many were not captioned or failed: caption/scoring.py)."""
+    figures = {key: summary.get(key) for key in MEASURED if summary.get(key) is not None}
+    figures.update({key: value for key, value in summary.items() if key.startswith("meteor") and key not in figures
+                    and isinstance(value, (int, float)) and not isinstance(value, bool)})
+    return figures
 
 
 class RunFolderCheck(Callback):

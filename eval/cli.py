@@ -4,15 +4,19 @@ PRED is the caption job's JSONL output (one record per video with ``video``,
 ``caption``, ``status`` ok|error, ``error``, optionally ``adapter``/``task``);
 REFS is ``references.jsonl`` (``video``, ``references``: list of captions).
 Records are matched by ``video`` (exact path, else file name), never by
-position.  Every reference video is scored: a video whose record has status
-``error``, or that has no record, is scored as an empty caption (0) and is
-counted and listed.  Predictions for videos not in REFS are reported as
+position.  What is scored is what the job's summary and the review page score
+(eval/scope.py): the references that have an ``ok`` caption, of the caption
+task, on the references field the records' adapter declares; references with
+no record (not captioned) or an error record (failed) are counted and listed
+beside the score.  Predictions for videos not in REFS are reported as
 ``extra``.  Prints a table; the last line is JSON::
 
-    {"meteor": <corpus>, "n": <scored>, "missing": <no record>, "errors": <status error>, "extra": <not in REFS>}
+    {"meteor": <corpus, null if nothing is captioned>, "n": <scored>, "missing": <no record>,
+     "errors": <error record>, "extra": <not in REFS>, "references": <reference items>, "field": <list used>}
 
 Bad input (missing file, malformed JSON, missing fields, empty references,
-ambiguous records) prints one line naming file and line, and exits with 2.
+ambiguous records, a task without references) prints one line naming file and
+line, and exits with 2; a ``--per-item`` file that cannot be written, with 5.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import csv
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
-from eval.meteor import Scorer
-from eval.records import InputError, match, read_predictions, read_references
-from eval.tokenize_ko import TOKENIZERS, get_tokenizer
+from caption.faults import WriteFailed, check_can_write, writing
+from caption.outcome import EXIT_WRITE_FAILED
+from eval.records import InputError, read_predictions
+from eval.scope import score_scope, scope_of
+from eval.tokenize_ko import TOKENIZERS
 
 PROG = "caption-meteor"
 LIST_MAX = 5  # how many video names to show in the table per category
@@ -43,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("refs", type=Path, help="references.jsonl")
     ap.add_argument("--tokenizer", choices=sorted(TOKENIZERS), default="kiwi",
                     help="kiwi: Korean morphemes (default); whitespace: text is already tokenized")
-    ap.add_argument("--field", default="references",
-                    help="which list of references in REFS to use (default: references)")
+    ap.add_argument("--field", help="which list of references in REFS to use (default: references for the base "
+                                    "model's captions, an adapter's declared references_field for its own)")
     ap.add_argument("--adapter", help="score only PRED records with this 'adapter' ('none': records without one)")
     ap.add_argument("--task", help="score only PRED records with this 'task' ('none': records without one); "
                                    "default: 'caption' when the records carry tasks")
@@ -62,80 +67,49 @@ def _names(items, limit=LIST_MAX) -> str:
     return f"  ({shown}{', ...' if len(items) > limit else ''})"
 
 
-def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str = "references",
+def score_files(pred: Path, refs_path: Path, tokenizer: str = "kiwi", field: str | None = None,
                 adapter: str | None = None, task: str | None = None, per_item: Path | None = None,
                 settings_id: str | tuple[str, ...] | None = None) -> dict:
-    """Corpus METEOR of a caption job's records against references.jsonl (what the CLI prints).
+    """Corpus METEOR of a caption job's records against references.jsonl (what the CLI prints), over
+    the references that have an ok caption (eval/scope.py decides the task, the field and the items).
 
     Returns the CLI's JSON result plus `table` (the printed rows) and `summary` (P, R, ...)."""
-    refs = read_references(refs_path, field)
-    preds = read_predictions(pred)
-    if task is None and any(p.task == "caption" for p in preds):
-        task = "caption"  # a job run with several tasks: references describe the caption task
-    m = match(preds, refs, pred, adapter, task, settings_id)
-
-    hyps, statuses = _hypotheses(refs, m)
-    hyp_toks, result, seconds = _score(tokenizer, hyps, refs)
-
-    missing = [r.key for r, s in zip(refs, statuses) if s == "missing"]
-    errors = [r.key for r, s in zip(refs, statuses) if s == "error"]
-    summary = result.summary()
-    rows = _table(refs, statuses, missing, errors, m, tokenizer, field, summary, seconds)
+    if per_item:  # before the tokenizer loads and the scoring runs
+        check_can_write(per_item, "per-item CSV", "--per-item")
+    scope = scope_of(read_predictions(pred), pred, refs_path, adapter=adapter, task=task, field_name=field,
+                     settings_id=settings_id)
+    scored = score_scope(scope, tokenizer)
+    rows = _table(scored, tokenizer)
     if per_item:
-        write_per_item(per_item, refs, statuses, m, hyp_toks, result)
+        write_per_item(per_item, scored)
         rows.append(("per-item scores", str(per_item)))
-    return {"meteor": summary["meteor"], "n": len(refs), "missing": len(missing),
-            "errors": len(errors), "extra": len(m.extra), "table": rows, "summary": summary}
+    return {"meteor": scored.meteor, **scope.counts(), "field": scope.field, "table": rows,
+            "summary": scored.summary}
 
 
-def _hypotheses(refs, m) -> tuple[list[str], list[str]]:
-    """Each reference video's caption ("" for an error record or a missing one) and its status."""
-    hyps, statuses = [], []
-    for r in refs:
-        p = m.by_video.get(r.key)
-        status = "missing" if p is None else "error" if p.status == "error" else "ok"
-        statuses.append(status)
-        hyps.append(p.caption if status == "ok" else "")
-    return hyps, statuses
-
-
-def _score(tokenizer: str, hyps: list[str], refs) -> tuple[list, object, tuple[float, float, float]]:
-    """(hypothesis tokens, corpus result, seconds to load / tokenize / score): the same code path as
-    eval.meteor.meteor_score (Scorer.tokenize + Scorer.corpus)."""
-    scorer = Scorer(tokenizer=tokenizer)
-    try:
-        tl = time.perf_counter()
-        get_tokenizer(tokenizer).load()
-        t0 = time.perf_counter()
-        hyp_toks, ref_toks = scorer.tokenize(hyps, [r.references for r in refs])
-    except (RuntimeError, ImportError, OSError) as exc:
-        raise InputError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
-    t1 = time.perf_counter()
-    result = scorer.corpus(hyp_toks, ref_toks)
-    return hyp_toks, result, (t0 - tl, t1 - t0, time.perf_counter() - t1)
-
-
-def _table(refs, statuses, missing, errors, m, tokenizer, field, summary, seconds) -> list[tuple[str, str]]:
+def _table(scored, tokenizer) -> list[tuple[str, str]]:
     """The rows the CLI prints."""
+    scope, summary = scored.scope, scored.summary
     rows = [
-        ("reference videos", f"{len(refs)}"),
-        ("predictions matched (ok)", f"{statuses.count('ok')}"),
-        ("scored (n)", f"{len(refs)}"),
-        ("missing predictions", f"{len(missing)}{_names(missing)}"),
-        ("error records", f"{len(errors)}{_names(errors)}"),
-        ("extra predictions", f"{len(m.extra)}{_names(p.video for p in m.extra)}"),
+        ("reference videos", f"{len(scope.references)}"),
+        ("scored (n): ok captions", f"{len(scope.scored)}"),
+        ("not captioned (no record)", f"{len(scope.missing)}{_names(scope.missing)}"),
+        ("failed (error records)", f"{len(scope.errors)}{_names(key for key, _ in scope.errors)}"),
+        ("extra predictions", f"{len(scope.extra)}{_names(p.video for p in scope.extra)}"),
     ]
-    if len(m.variants) > 1 or m.variants and m.variants[0] != ("none", "none"):
-        rows.append(("adapter/task", "; ".join(f"{a}/{q}" for a, q in m.variants)))
+    if len(scope.variants) > 1 or scope.variants and scope.variants[0] != ("none", "none"):
+        rows.append(("adapter/task", "; ".join(f"{a}/{q}" for a, q in scope.variants)))
+    rows.append(("tokenizer", f"{tokenizer} (field '{scope.field}')"))
+    if summary is None:
+        return rows + [("corpus METEOR", "- (no reference has an ok caption)")]
     return rows + [
-        ("tokenizer", f"{tokenizer} (field '{field}')"),
         ("precision", f"{summary['precision']:.4f}"),
         ("recall", f"{summary['recall']:.4f}"),
         ("fmean", f"{summary['fmean']:.4f}"),
         ("fragmentation penalty", f"{summary['fragmentation_penalty']:.4f}"),
-        ("corpus METEOR", f"{summary['meteor']:.4f}"),
+        ("corpus METEOR", f"{summary['meteor']:.4f} over {scope.over('references')}"),
         ("mean segment METEOR", f"{summary['mean_segment_meteor']:.4f}"),
-        ("time load / tokenize / score", " / ".join(f"{s:.2f} s" for s in seconds)),
+        ("time load / tokenize / score", " / ".join(f"{s:.2f} s" for s in scored.seconds)),
     ]
 
 
@@ -145,28 +119,33 @@ def run(args) -> dict:
     width = max(len(k) for k, _ in scored["table"])
     for k, v in scored["table"]:
         print(f"{k:<{width}}  {v}")
-    return {k: scored[k] for k in ("meteor", "n", "missing", "errors", "extra")}
+    return {k: scored[k] for k in ("meteor", "n", "missing", "errors", "extra", "references", "field")}
 
 
-def write_per_item(path: Path, refs, statuses, m, hyp_toks, result) -> None:
-    try:
-        fh = open(path, "w", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write per-item CSV ({exc.strerror or exc})") from None
-    with fh:
-        w = csv.writer(fh)
-        w.writerow(["video", "status", "meteor", "precision", "recall", "fragmentation_penalty", "chunks",
-                    "hyp_tokens", "ref_tokens", "matched_tokens", "best_reference", "adapter", "task",
-                    "caption", "error"])
-        for r, status, toks, seg in zip(refs, statuses, hyp_toks, result.segments):
-            st = seg.stats
-            p = m.by_video.get(r.key)
-            w.writerow([
-                r.key, status, f"{st.score:.6f}", _num(st.precision), _num(st.recall),
-                _num(st.frag_penalty), int(st.chunks), len(toks), int(st.ref_len), int(st.test_matched),
-                seg.best_ref, p.adapter if p else "", p.task if p else "",
-                (p.caption or "") if p else "", (p.error or "") if p else "",
-            ])
+def write_per_item(path: Path, scored) -> None:
+    """One row per reference item: its score where it has an ok caption, else its status (missing, error)."""
+    scope = scored.scope
+    by_key = {ref.key: (p, seg, toks) for (ref, p), seg, toks in zip(scope.scored, scored.segments,
+                                                                    scored.hyp_tokens)}
+    failed = dict(scope.errors)
+    with writing(path, "per-item CSV", setting="--per-item"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["video", "status", "meteor", "precision", "recall", "fragmentation_penalty", "chunks",
+                        "hyp_tokens", "ref_tokens", "matched_tokens", "best_reference", "adapter", "task",
+                        "caption", "error"])
+            for r in scope.references:
+                if r.key in by_key:
+                    p, seg, toks = by_key[r.key]
+                    st = seg.stats
+                    w.writerow([r.key, "ok", f"{st.score:.6f}", _num(st.precision), _num(st.recall),
+                                _num(st.frag_penalty), int(st.chunks), len(toks), int(st.ref_len),
+                                int(st.test_matched), seg.best_ref, p.adapter, p.task, p.caption or "", ""])
+                else:
+                    p = failed.get(r.key)
+                    w.writerow([r.key, "error" if p else "missing", "", "", "", "", "", "", "", "", "",
+                                p.adapter if p else "", p.task if p else "", "", (p.error or "") if p else ""])
 
 
 def _num(x: float) -> str:
@@ -181,6 +160,9 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except WriteFailed as exc:  # --per-item: a disk that refuses it (caption/faults.py)
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -50,6 +50,7 @@ class Prediction:
     extra: dict = field(default_factory=dict)
     settings_id: str | None = None  # how the caption job made it (caption/fingerprint.py); None in older files
     span: Span | None = None  # a segment's caption (its start_s, end_s); None: the whole clip's
+    references_field: str | None = None  # the references list its adapter declares (eval/scope.py)
 
 
 def span_of(path, no, rec) -> Span | None:
@@ -119,7 +120,8 @@ def _label(path, no, rec, name) -> str:
     raise InputError(f"{path}:{no}: field '{name}' must be a string or null")
 
 
-def read_references(path: Path, field_name: str = "references") -> list[Reference]:
+def read_references(path: Path, field_name: str = "references",
+                    hint: str = "choose the list with --field") -> list[Reference]:
     """One record per clip: ``{"video": ..., field_name: [str, ...], ...}``; or, for a long video, one per
     scene with its times: ``{"video": ..., "start_s": 0, "end_s": 6.5, field_name: [...]}`` (each
     segment's caption is then scored against the scene it overlaps most: see `match`)."""
@@ -129,7 +131,7 @@ def read_references(path: Path, field_name: str = "references") -> list[Referenc
     for no, rec in _records(path):
         video = _video(path, no, rec)
         if field_name not in rec:
-            raise InputError(f"{path}:{no}: missing field '{field_name}' (choose the list with --field)")
+            raise InputError(f"{path}:{no}: missing field '{field_name}' ({hint})")
         lst = rec[field_name]
         if not isinstance(lst, list):
             raise InputError(f"{path}:{no}: field '{field_name}' must be a list of strings")
@@ -176,12 +178,13 @@ def _read_predictions(path: Path) -> list[Prediction]:
             if not isinstance(caption, str):
                 raise InputError(f"{path}:{no}: field 'caption' must be a string when status is 'ok'")
         err = rec.get("error")
-        sid = rec.get("settings_id")
+        sid, declared = rec.get("settings_id"), rec.get("references_field")
         preds.append(Prediction(
             video, caption if isinstance(caption, str) else None, status,
             None if err is None else str(err), no,
             _label(path, no, rec, "adapter"), _label(path, no, rec, "task"),
             settings_id=sid if isinstance(sid, str) else None, span=span_of(path, no, rec),
+            references_field=declared if isinstance(declared, str) and declared else None,
         ))
     return preds
 
@@ -247,9 +250,7 @@ def match(
         extra += [p for _, p in found if p is not best[0]]
 
     if preds and not chosen:
-        raise InputError(
-            f"{pred_path}: no prediction matches a reference video (e.g. prediction "
-            f"'{preds[0].video}' vs reference '{refs[0].video}'); are these the right files?")
+        raise InputError(_no_match(pred_path, preds, refs))
     variants = sorted({(p.adapter, p.task) for ps in chosen.values() for p in ps})
     return Matched({v: ps[0] for v, ps in chosen.items()}, extra, variants)
 
@@ -292,6 +293,22 @@ def _scene_of(p: Prediction, refs: list[Reference]) -> tuple[Reference | None, f
         return None, 0.0
     overlap, ref = max(scored, key=lambda item: item[0])
     return ref, overlap
+
+
+def _no_match(pred_path: Path, preds: list[Prediction], refs: list[Reference]) -> str:
+    """Why no record was paired with a reference: segments against whole clips (or the reverse), or
+    other videos altogether."""
+    videos = {r.video for r in refs} | {_base(r.video) for r in refs}
+    named = [p for p in preds if p.video in videos or _base(p.video) in videos]
+    if named and all(p.span is not None for p in named) and all(r.span is None for r in refs):
+        return (f"{pred_path}: the records are segments of their videos (start_s/end_s: the job's video.segments) "
+                f"and the references are for whole clips: score whole-clip captions (video.segments=none), or "
+                f"give references per scene (lines with start_s and end_s)")
+    if named and all(p.span is None for p in named) and all(r.span is not None for r in refs):
+        return (f"{pred_path}: the records caption whole clips and the references are per scene (start_s/end_s): "
+                f"caption the videos' segments (video.segments=scenes), or give references for whole clips")
+    return (f"{pred_path}: no prediction matches a reference video (e.g. prediction '{preds[0].video}' vs "
+            f"reference '{refs[0].video}'); are these the right files?")
 
 
 def _ambiguity(pred_path: Path, video: str, ps: list[Prediction]) -> str:

@@ -95,3 +95,28 @@ def _merged(tier: dict, given: dict) -> dict:
         elif value is not None:
             out[key] = value
     return out
+
+
+def tier_not_here(gpu: dict, devices: list[Device] | None = None) -> str | None:
+    """Why a named CUDA tier (`gpu=t4`) cannot run on this machine, or None where it can: this machine's
+    GPU is that tier's (the tier gpu=auto would pick here), or the tier is rehearsed on a bigger card
+    (gpu.cap_to_tier=true; the plan checks the card holds it). Without that GPU a job would run elsewhere
+    (on the CPU) while its plan and records said the tier's dtype and quantization."""
+    from quant import presets
+
+    name = str(gpu.get("name"))
+    if gpu.get("device") != "cuda" or name == presets.AUTO_TIER:
+        return None
+    devices = detect_devices() if devices is None else devices
+    if not devices:
+        return (f"`gpu={name}` plans for an NVIDIA {name.upper()} and this machine has no NVIDIA GPU (nvidia-smi "
+                f"lists none): use gpu=auto (here: the cpu tier) to run here, or add plan_only=true to see the "
+                f"{name} plan without running it")
+    if gpu.get("cap_to_tier"):
+        return None
+    picked, why = pick_tier(devices, {t: presets.load("gpu", t) for t in presets.tiers()})
+    if picked == name:
+        return None
+    return (f"`gpu={name}` plans for an NVIDIA {name.upper()} ({gpu.get('vram_gib')} GiB) and this machine's GPU is "
+            f"the {picked} tier ({why}): use gpu=auto to run as this card, add gpu.cap_to_tier=true to rehearse "
+            f"{name}'s memory on it (docs/tiers.md), or plan_only=true to see the plan without running it")

@@ -24,7 +24,7 @@ from caption.coverage import subtitle_note
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
-from caption.faults import WriteFailed, remove_quietly, write_whole, writing
+from caption.faults import WriteFailed, check_can_write, remove_quietly, write_whole, writing
 from caption.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 from caption.report.data import resolve_input_dir
 from eval.records import NONE_LABEL
@@ -201,10 +201,19 @@ def summary_line(args, done: dict, loaded: Loaded) -> str:
     return "; ".join(parts)
 
 
+def output_target(args, loaded: Loaded) -> Path:
+    """What the command will write: the subtitles' folder, or the table."""
+    if args.format in SUBTITLES:
+        return args.out or loaded.path.with_name(f"{loaded.path.stem}-{args.format}")
+    return args.out or loaded.path.with_name(f"{loaded.path.stem}.{args.format}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         loaded = load(args.records)
+        check_can_write(output_target(args, loaded), f"{({**SUBTITLES, **TABLES})[args.format]} file", "--out",
+                        into=args.format in SUBTITLES)  # before reading clip durations and rendering
         export = export_subtitles if args.format in SUBTITLES else export_table
         done, notes = export(args, loaded)
     except ExportError as exc:

@@ -3,7 +3,8 @@ for a video split into segments — the one place its fields are made.
 
 Every record starts with `video` (so a cut-off last line can be told from another tool's text:
 RECORD_PREFIX), then task, adapter, status (ok | error), caption, error, the model and engine, and
-`settings` with its `settings_id` (how it was made: caption/fingerprint.py). A segment's record adds
+`settings` with its `settings_id` (how it was made: caption/fingerprint.py); an adapter's record names
+the references list it is scored on (`references_field`). A segment's record adds
 `segment_index`, `segments` (how many the video has: what tells a resumed job whether the video is
 complete), `start_s` and `end_s` (seconds of the source video), and what it covers (`shots`,
 `left_out`, `coverage`: coverage_fields); a whole clip's record has none of them, as before segments
@@ -77,7 +78,15 @@ def base_record(job, video: str, task: str, adapter: str | None, segment=None) -
             "caption": None, "error": None, "model": job.model.name, "engine": job.engine,
             "settings_id": job.settings_ids[(task, adapter, segmented)],
             "settings": job.segment_settings if segmented else job.settings,
+            **_references_field(job, adapter),
             **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
+
+
+def _references_field(job, adapter: str | None) -> dict:
+    """An adapter's records name the references list its captions are scored on (its `references_field`),
+    so caption-meteor and the review page score them as the job does (eval/scope.py)."""
+    declared = {a.name: a.references_field for a in getattr(job, "adapters", ())}
+    return {"references_field": declared[adapter]} if adapter in declared else {}
 
 
 def error_records(job, done, key: str, error: str, segment=None, **extra) -> list[dict]:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from caption.faults import WriteFailed, write_whole, writing
+from caption.faults import WriteFailed, check_can_write, write_whole, writing
 from caption.outcome import EXIT_WRITE_FAILED
 from caption.report import thumbs as T
 from caption.report.data import ReportError, load_report_data, resolve_input_dir
@@ -32,10 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, required=True, help="the HTML file to write")
     ap.add_argument("--references", help=f"references.jsonl for METEOR per caption (default: {REFERENCES_FILE} "
                                          "in the input folder if there is one; 'none': no scores)")
-    ap.add_argument("--field", default="references", help="the list of references to score on (default: references)")
+    ap.add_argument("--field", help="the list of references the base model's captions are scored on (default: "
+                                    "references)")
     ap.add_argument("--adapter-field", action="append", default=[], metavar="ADAPTER=FIELD",
-                    help="score this adapter's captions on another list (default: references_<adapter> "
-                         "when the references have it)")
+                    help="score this adapter's captions on another list (default: the references_field its "
+                         "records name, as the job scores them)")
     ap.add_argument("--input-dir", type=Path, help="the folder the records' video paths are relative to "
                                                    "(default: input_dir in RECORDS.summary.json, else RECORDS' folder)")
     ap.add_argument("--title", help="page title")
@@ -121,6 +122,7 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
 def build_report(args, log=None) -> dict:
     """Write the page; returns what the CLI prints."""
     started = time.perf_counter()
+    check_can_write(args.out, "review page", "--out")  # before scoring and decoding thumbnails
     input_dir, input_from = resolve_input_dir(args.records, args.input_dir)
     refs = args.references
     if refs is None and (input_dir / REFERENCES_FILE).is_file():
@@ -146,8 +148,15 @@ def build_report(args, log=None) -> dict:
         write_whole(args.out, html.encode("utf-8"))  # a reader never sees half a page
     return {"out": str(args.out), "clips": len(data.clips), "records": data.n_records,
             "clips_with_thumbnails": meta["thumbnail_clips"], "bytes": args.out.stat().st_size,
-            "corpus_meteor": {c["adapter"] or "none": c["meteor"] for c in data.corpus},
+            "corpus_meteor": {_variant(c): c["meteor"] for c in data.corpus},
+            "corpus": data.corpus,
             "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _variant(corpus: dict) -> str:
+    """A corpus score's name: its adapter ('none': the base model), and its settings where a file holds several."""
+    name = corpus["adapter"] or "none"
+    return f"{name} settings={corpus['settings']}" if corpus.get("settings") else name
 
 
 def main(argv=None) -> int:
@@ -167,8 +176,10 @@ def main(argv=None) -> int:
     print(f"{PROG}: wrote {result['out']}: {result['clips']} clips, {result['records']} records, "
           f"{result['clips_with_thumbnails']} with thumbnails, {result['bytes'] / 1e6:.2f} MB, "
           f"{result['seconds']:.1f} s")
-    for adapter, score in result["corpus_meteor"].items():
-        print(f"{PROG}: corpus METEOR adapter={adapter}: {score:.4f}")
+    for c in result["corpus"]:
+        score = "-" if c["meteor"] is None else f"{c['meteor']:.4f}"
+        print(f"{PROG}: corpus METEOR adapter={_variant(c)}: {score} over {c['n']} captioned of {c['references']} "
+              f"({c['missing']} not captioned, {c['errors']} failed; field {c['field']})")
     return 0
 
 

@@ -1,7 +1,8 @@
 """What the review page shows: the job's records grouped per clip, where the clips are, METEOR.
 
-METEOR comes from eval/ (the same matching, tokenization and scorer as `caption-meteor`), so the
-page's corpus score for a variant equals what `caption-meteor --adapter A --task caption` prints.
+METEOR comes from eval/ (the same matching, tokenization and scorer as `caption-meteor`, and the same
+decision of what is scored: eval/scope.py), so the page's corpus score for a variant equals what
+`caption-meteor --adapter A` prints and what the job's summary says.
 """
 
 from __future__ import annotations
@@ -129,71 +130,69 @@ def group_clips(records: list[dict]) -> list[ClipEntry]:
     return [clips[k] for k in sorted(clips)]
 
 
-def add_meteor(data: ReportData, refs_path: Path, field_name: str = "references",
+def add_meteor(data: ReportData, refs_path: Path, field_name: str | None = None,
                adapter_fields: dict[str, str] | None = None, tokenizer: str = "kiwi") -> None:
-    """Per-caption METEOR (record['meteor']) and the corpus score of each (adapter, caption task).
-
-    An adapter is scored on `adapter_fields[adapter]`, else on `references_<adapter>` when the
-    references have that list (caption-synth writes `references_detailed` for the `detailed`
-    adapter), else on `field_name`. Error records count as empty captions in the corpus score, as
-    in caption-meteor; they get no per-caption score."""
+    """Per-caption METEOR (record['meteor']) and the corpus score of each adapter (and of each settings,
+    where the file holds records made with several), over what eval/scope.py scores: the caption task's
+    ok captions, on the base model's list (`field_name`, default references) or the one an adapter
+    declares (`adapter_fields[adapter]` names another), with the clips not captioned and failed beside it,
+    as the job's summary and caption-meteor score them."""
     from eval.meteor import Scorer
-    from eval.records import NONE_LABEL, InputError, Prediction, match, read_references, span_of
+    from eval.records import NONE_LABEL, InputError
+    from eval.scope import score_scope, scope_of
 
     adapter_fields = dict(adapter_fields or {})
-    scored = [r for r in (r for c in data.clips for r in c.records) if r.get("task", SCORED_TASK) == SCORED_TASK]
-    adapters = sorted({r.get("adapter") for r in scored}, key=lambda a: (a is not None, str(a)))
-    try:
-        first_refs = read_references(refs_path, field_name)
-    except InputError as exc:
-        raise ReportError(str(exc)) from None
+    records = [r for c in data.clips for r in c.records]
+    preds = [_prediction(data.records_path, r) for r in records]
+    by_line = {r["_line"]: r for r in records}
+    groups = _settings_groups(records)
     scorer = Scorer(tokenizer=tokenizer)
-    by_line = {r["_line"]: r for r in scored}
-    for adapter in adapters:
+    for (adapter, made), lines in groups.items():
         label = NONE_LABEL if adapter is None else str(adapter)
-        fname = adapter_fields.get(label) or _default_field(refs_path, label, field_name)
+        mine = [p for p in preds if p.line in lines]
+        named = adapter_fields.get(label) or (field_name if adapter is None else None)
+        several = sum(a == adapter for a, _ in groups) > 1
         try:
-            refs = first_refs if fname == field_name else read_references(refs_path, fname)
-            preds = [Prediction(r["video"], r.get("caption"), r["status"], r.get("error"), r["_line"],
-                                label, r.get("task") or NONE_LABEL, span=span_of(data.records_path, r["_line"], r))
-                     for r in scored if r.get("adapter") == adapter]
-            matched = match(preds, refs, data.records_path, adapter=label,
-                            task=SCORED_TASK if any(p.task == SCORED_TASK for p in preds) else None)
-            hyps = []
-            for ref in refs:
-                p = matched.by_video.get(ref.key)
-                hyps.append(p.caption if p is not None and p.status == "ok" else "")
-            hyp_toks, ref_toks = scorer.tokenize(hyps, [ref.references for ref in refs])
+            scored = score_scope(scope_of(mine, data.records_path, refs_path, adapter=label, field_name=named),
+                                 tokenizer, scorer)
         except InputError as exc:
             data.notes.append(f"METEOR for adapter={label} not computed: {exc}")
             continue
-        except (RuntimeError, ImportError, OSError) as exc:
-            raise ReportError(f"cannot run the {tokenizer} tokenizer: {exc}") from None
-        result = scorer.corpus(hyp_toks, ref_toks)
-        for ref, segment in zip(refs, result.segments):
-            p = matched.by_video.get(ref.key)
-            if p is not None and p.status == "ok":
-                by_line[p.line]["meteor"] = round(segment.score, 4)
-                by_line[p.line]["best_reference"] = ref.references[segment.best_ref]
-        data.corpus.append({"adapter": adapter, "field": fname, "meteor": round(result.score, 4),
-                            "n": len(refs), "missing": sum(ref.key not in matched.by_video for ref in refs),
-                            "extra": len(matched.extra)})
+        scope = scored.scope
+        for (ref, p), segment in zip(scope.scored, scored.segments):
+            by_line[p.line]["meteor"] = round(segment.score, 4)
+            by_line[p.line]["best_reference"] = ref.references[segment.best_ref]
+        data.corpus.append({"adapter": adapter, "field": scope.field,
+                            "meteor": None if scored.meteor is None else round(scored.meteor, 4),
+                            **scope.counts(), "settings": made if several else None})
 
 
-def _default_field(refs_path: Path, adapter: str, base_field: str) -> str:
-    from eval.records import NONE_LABEL
+def _prediction(path: Path, record: dict):
+    """A record as eval/ reads one (eval/records.py Prediction)."""
+    from eval.records import NONE_LABEL, Prediction, span_of
 
-    if adapter == NONE_LABEL:
-        return base_field
-    candidate = f"references_{adapter}"
-    with open(refs_path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    return candidate if candidate in json.loads(line) else base_field
-                except ValueError:
-                    return base_field  # read_references reports the bad line
-    return base_field
+    declared = record.get("references_field")
+    return Prediction(record["video"], record.get("caption"), record["status"], record.get("error"),
+                      record["_line"], NONE_LABEL if record.get("adapter") is None else str(record["adapter"]),
+                      record.get("task") or NONE_LABEL, settings_id=record.get("settings_id"),
+                      span=span_of(path, record["_line"], record),
+                      references_field=declared if isinstance(declared, str) and declared else None)
+
+
+def _settings_groups(records: list[dict]) -> dict[tuple, set[int]]:
+    """(adapter, settings) -> the lines of its records: one group per adapter and per way the records were
+    made (their `settings`, which every task of a job shares), each scored on its own, so records added
+    beside others (add_beside=true) are not taken for duplicates. A group is named by the settings_id of
+    its caption records (or of any, where it has none)."""
+    made: dict[tuple, list[dict]] = {}
+    for r in records:
+        key = (r.get("adapter"), json.dumps(r.get("settings"), sort_keys=True, default=str))
+        made.setdefault(key, []).append(r)
+    groups = {}
+    for (adapter, _), rs in sorted(made.items(), key=lambda item: (item[0][0] is not None, str(item[0][0]))):
+        named = next((r for r in rs if r.get("task", SCORED_TASK) == SCORED_TASK), rs[0]).get("settings_id")
+        groups[(adapter, named)] = {r["_line"] for r in rs}
+    return groups
 
 
 def job_warnings(records_path: Path, records: list[dict]) -> list[str]:
@@ -211,7 +210,7 @@ def job_warnings(records_path: Path, records: list[dict]) -> list[str]:
     return [str(w) for w in dict.fromkeys(warnings)]
 
 
-def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str = "references",
+def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str | None = None,
                      adapter_fields: dict[str, str] | None = None) -> ReportData:
     records, notes = read_records(records_path)
     data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records),

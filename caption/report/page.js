@@ -75,7 +75,13 @@
     const nErr = CLIPS.filter((c) => c.s === "error").length;
     const totals = [["clips", CLIPS.length], ["records", DATA.n_records], ["clips with errors", nErr],
                     ["captions flagged", DATA.flagged], ["clips with thumbnails", m.thumbnail_clips]];
-    for (const c of DATA.corpus) totals.push([`corpus METEOR, adapter ${c.adapter} (on ${c.field}, n=${c.n})`, c.meteor.toFixed(4)]);
+    for (const c of DATA.corpus) {
+      // the score is over the captions that exist; what was not captioned or failed is counted beside it
+      const made = c.settings ? `, settings ${c.settings}` : "";
+      totals.push([`corpus METEOR, adapter ${c.adapter}${made} (on ${c.field}, over ${c.n} captioned of ` +
+                   `${c.references}: ${c.missing} not captioned, ${c.errors} failed)`,
+                   c.meteor === null ? "-" : c.meteor.toFixed(4)]);
+    }
     for (const [label, value] of totals) {
       const span = el("span", { class: "total" });
       span.append(el("b", {}, value), " " + label);

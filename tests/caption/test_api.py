@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from caption import ConfigError
 from caption.api import Captioner, overrides_of
+from caption.config import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -84,3 +86,30 @@ def test_a_slip_fails_when_the_captioner_is_made(tmp_path):
     assert overrides_of({"video__num_frames": 16, "output": "/a b/c.jsonl", "tasks": ["caption", "motion"],
                          "limit": None, "resume": False}) == \
         ["video.num_frames=16", "output='/a b/c.jsonl'", "tasks=[caption,motion]", "limit=null", "resume=false"]
+
+
+def _python_examples() -> list[tuple[str, str]]:
+    """(page, code) of every Python example that makes a Captioner, in the README and the docs' API page."""
+    found = []
+    for page in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "captioning.md"):
+        found += [(page.name, code) for code in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+                  if "Captioner(" in code]
+    return found
+
+
+@pytest.mark.parametrize("page, code", _python_examples(), ids=lambda v: v if v.endswith(".md") else "")
+def test_the_python_example_prints_each_record_as_it_comes(tmp_path, clips, synth_dir, page, code):
+    """The example run as written, as a script, from a folder holding `clips/`: what it prints reaches its
+    stdout (the library's own output goes to the log, only while the library runs)."""
+    shutil.copytree(clips, tmp_path / "clips")
+    lines = (synth_dir / "references.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:3]
+    (tmp_path / "clips" / "references.jsonl").write_text("".join(lines), encoding="utf-8")
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = [line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith("clip_")]
+    assert sorted(video for video, _ in printed) == ["clip_00000.mp4", "clip_00001.mp4", "clip_00002.mp4"]
+    assert all(re.search("[\uac00-\ud7a3]", caption) for _, caption in printed)  # each with its Korean caption
+    assert "Loading" not in done.stdout and "INFO" not in done.stdout  # the library's lines went to the log

@@ -53,7 +53,6 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     ([], "`input_dir` is required"),
     (["output=null"], "`output` is required"),
     (["input_dir=/nonexistent/clips"], "is not a folder"),
-    (["output=/nonexistent/dir/out.jsonl"], "does not exist"),
     (["tasks=[poem]"], "`tasks=poem` is not valid"),
     (["tasks=[]"], "`tasks` is empty"),
     (["engine.name=tensorrt"], "`engine=tensorrt` is not valid"),

@@ -68,15 +68,15 @@ def test_scores_counts_and_last_line_json(capsys, files):
     rc, out, err = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
     assert rc == 0, err
     res = last_json(out)
-    assert set(res) == {"meteor", "n", "missing", "errors", "extra"}
-    assert (res["n"], res["missing"], res["errors"], res["extra"]) == (4, 1, 1, 1)
-    # error and missing videos are scored as empty captions, included in the corpus
-    expected = meteor_score(["a man walks in the park", "", "cars at night", ""],
-                            [r["references"] for r in REFS], tokenizer="whitespace")
+    assert set(res) == {"meteor", "n", "missing", "errors", "extra", "references", "field"}
+    assert (res["n"], res["missing"], res["errors"], res["extra"], res["references"]) == (2, 1, 1, 1, 4)
+    # the score is over the captions that exist: the error and the missing video are counted beside it
+    expected = meteor_score(["a man walks in the park", "cars at night"],
+                            [REFS[0]["references"], REFS[2]["references"]], tokenizer="whitespace")
     assert res["meteor"] == pytest.approx(expected["meteor"], abs=1e-12)
-    for word in ("missing predictions", "d.mp4", "error records", "b.mp4", "extra predictions",
-                 "clips/z.mp4", "corpus METEOR", "mean segment METEOR", "precision", "recall",
-                 "fragmentation penalty"):
+    for word in ("not captioned (no record)", "d.mp4", "failed (error records)", "b.mp4", "extra predictions",
+                 "clips/z.mp4", "corpus METEOR", "over 2 captioned references of 4 (1 not captioned, 1 failed)",
+                 "mean segment METEOR", "precision", "recall", "fragmentation penalty"):
         assert word in out
 
 
@@ -107,7 +107,7 @@ def test_per_item_csv(capsys, tmp_path, files):
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
     assert [r["video"] for r in rows] == ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]
     assert [r["status"] for r in rows] == ["ok", "error", "ok", "missing"]
-    assert float(rows[1]["meteor"]) == 0.0 and rows[1]["error"] == "decode failed"
+    assert rows[1]["meteor"] == "" and rows[1]["error"] == "decode failed" and rows[3]["meteor"] == ""
     assert 0 < float(rows[0]["meteor"]) < 1 and rows[0]["caption"] == "a man walks in the park"
 
 
@@ -151,7 +151,7 @@ def test_multiple_records_per_video_need_selection(capsys, tmp_path):
     assert rc == 0 and last_json(out)["meteor"] == 1.0 and "lora1/short" in out
     rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--adapter", "none")
     res = last_json(out)
-    assert rc == 0 and res["missing"] == 1 and res["meteor"] == 0.0
+    assert rc == 0 and res["missing"] == 1 and res["n"] == 1 and res["meteor"] == 0.0
     expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--adapter", "lora9",
                        contains=("no record matches", "adapter=lora1"))
     # two lines for one caption (a retried clip's old error and its new record, before the job tidied the
@@ -162,12 +162,14 @@ def test_multiple_records_per_video_need_selection(capsys, tmp_path):
     assert rc == 0 and last_json(out)["meteor"] == 1.0
 
 
-def test_empty_prediction_file_scores_zero(capsys, tmp_path, files):
+def test_empty_prediction_file_has_no_score(capsys, tmp_path, files):
     _, refs = files
     pred = tmp_path / "empty.jsonl"
     pred.write_text("\n", encoding="utf-8")
     rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
-    assert rc == 0 and last_json(out) == {"meteor": 0.0, "n": 4, "missing": 4, "errors": 0, "extra": 0}
+    assert rc == 0 and last_json(out) == {"meteor": None, "n": 0, "missing": 4, "errors": 0, "extra": 0,
+                                          "references": 4, "field": "references"}
+    assert "no reference has an ok caption" in out
 
 
 BAD_PRED = [
@@ -218,8 +220,12 @@ def test_missing_unreadable_files(capsys, tmp_path, files):
     bad = tmp_path / "latin1.jsonl"
     bad.write_bytes('{"video": "a.mp4", "references": ["caf\xe9"]}\n'.encode("latin-1"))
     expect_input_error(capsys, pred, bad, contains=("latin1.jsonl", "UTF-8"))
-    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--per-item", tmp_path / "no" / "x.csv",
-                       contains=("x.csv", "cannot write"))
+    # a missing folder for --per-item is made; one that cannot be (its parent is a file) ends in one line, exit 5
+    rc, _, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--per-item", tmp_path / "new" / "x.csv")
+    assert rc == 0 and (tmp_path / "new" / "x.csv").is_file()
+    rc, out, err = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--per-item", pred / "x.csv")
+    assert rc == 5 and out == "" and len(err.strip().splitlines()) == 1
+    assert "cannot write the per-item CSV" in err and "x.csv" in err and "--per-item" in err
 
 
 def test_module_entry_point_subprocess(tmp_path, files):
@@ -228,7 +234,7 @@ def test_module_entry_point_subprocess(tmp_path, files):
     ok = subprocess.run([sys.executable, "-m", "eval.cli", str(pred), str(refs), "--tokenizer", "whitespace"],
                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout.strip().splitlines()[-1])["n"] == 4
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["n"] == 2
     bad = subprocess.run([sys.executable, "-m", "eval.cli", str(tmp_path / "missing.jsonl"), str(refs)],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "missing.jsonl" in bad.stderr
@@ -267,7 +273,10 @@ def test_caption_task_is_scored_by_default_when_records_carry_tasks(capsys, tmp_
         {"video": "a.mp4", "caption": "x, y", "status": "ok", "task": "keywords", "adapter": None}])
     rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
     assert rc == 0 and last_json(out)["meteor"] == 1.0
-    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--task", "keywords")
+    # the job's keywords task has no references: refused in the job's words, unless a list is named
+    expect_input_error(capsys, pred, refs, "--tokenizer", "whitespace", "--task", "keywords",
+                       contains=("METEOR is not computed for task keywords", "tasks=[caption,keywords]"))
+    rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace", "--task", "keywords", "--field", "references")
     assert rc == 0 and last_json(out)["meteor"] == 0.0
 
 
@@ -305,3 +314,24 @@ def test_a_videos_references_are_whole_or_per_scene_not_both(capsys, tmp_path):
     expect_input_error(capsys, str(pred), str(refs), contains=("refs.jsonl:2", "whole clip and per scene"))
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"video": "walk.mp4", "start_s": 6.0, "end_s": 2.0, "references": ["b"]}])
     expect_input_error(capsys, str(pred), str(bad), contains=("bad.jsonl:1", "0 <= start_s < end_s"))
+
+
+def test_an_adapters_captions_are_scored_on_the_list_its_adapter_declares(capsys, tmp_path):
+    """The records name it (the job writes `references_field`); records from before that: the conf/lora/
+    preset declaring an adapter of that name (lora=detailed: references_detailed); --field names another."""
+    refs = write_jsonl(tmp_path / "r.jsonl", [{"video": "a.mp4", "references": ["p q"], "references_long": ["x y z"],
+                                              "references_detailed": ["d e f"]}])
+    mine = write_jsonl(tmp_path / "mine.jsonl", [{"video": "a.mp4", "caption": "x y z", "status": "ok", "task": "caption",
+                                                 "adapter": "long", "references_field": "references_long"}])
+    rc, out, _ = run_cli(capsys, mine, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["meteor"] == 1.0 and last_json(out)["field"] == "references_long"
+    older = write_jsonl(tmp_path / "older.jsonl", [{"video": "a.mp4", "caption": "d e f", "status": "ok",
+                                                   "task": "caption", "adapter": "detailed"}])
+    rc, out, _ = run_cli(capsys, older, refs, "--tokenizer", "whitespace")
+    assert rc == 0 and last_json(out)["field"] == "references_detailed" and last_json(out)["meteor"] == 1.0
+    rc, out, _ = run_cli(capsys, older, refs, "--tokenizer", "whitespace", "--field", "references")
+    assert rc == 0 and last_json(out)["meteor"] == 0.0
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"video": "a.mp4", "references": ["p q"]}])
+    expect_input_error(capsys, older, bare, "--tokenizer", "whitespace",
+                       contains=("missing field 'references_detailed'", "the list adapter detailed declares",
+                                 "--adapter-field detailed=LIST"))

@@ -51,3 +51,27 @@ def test_this_machine_is_the_cpu_tier(compose_config, synth_dir, tmp_path):
     job = load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}"]))  # gpu=auto
     assert job.gpu["name"] == "cpu" and job.plan.tier == "cpu"
     assert job.plan.notes[0].startswith("gpu=auto: cpu (no NVIDIA GPU found")
+
+
+@pytest.mark.parametrize("answer, tier, runs", [
+    ("NVIDIA H100 80GB HBM3, 81559", "h100", True),     # the tier's own card
+    ("NVIDIA H200, 143771", "h100", True),              # the tier gpu=auto picks there
+    ("Tesla T4, 15360", "t4", True),
+    ("NVIDIA H100 80GB HBM3, 81559", "t4", False),      # another card: plan, or rehearse with cap_to_tier
+    ("Tesla T4, 15360", "h100", False),
+    ("", "t4", False),                                  # no NVIDIA GPU at all
+])
+def test_a_named_cuda_tier_runs_only_on_its_gpu(answer, tier, runs):
+    """What the recorded nvidia-smi answers say about running a named tier here (quant/devices.py
+    tier_not_here); the job refuses the others in that one line unless plan_only (caption/planning.py)."""
+    from quant.devices import tier_not_here
+
+    devices = parse_nvidia_smi(answer)
+    why = tier_not_here(TIERS[tier], devices)
+    assert (why is None) == runs
+    if not runs:
+        assert why.startswith(f"`gpu={tier}` plans for an NVIDIA {tier.upper()}") and "plan_only=true" in why
+        assert ("no NVIDIA GPU" in why) == (not devices) and ("gpu.cap_to_tier=true" in why) == bool(devices)
+    rehearsed = tier_not_here({**TIERS[tier], "cap_to_tier": True}, devices)
+    assert (rehearsed is None) == bool(devices)  # rehearsing needs a card (the plan checks it holds the tier)
+    assert tier_not_here(TIERS["cpu"], devices) is None

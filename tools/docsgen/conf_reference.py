@@ -35,6 +35,13 @@ def field_comments(schema) -> dict[str, str]:
     return comments
 
 
+def said(condition) -> str:
+    """A read_when condition in words (caption/unread.py reads them)."""
+    from caption.unread import said as in_words
+
+    return in_words(condition)
+
+
 def schema_rows(schema) -> list[list]:
     """key | type | default | comment, for each field of a group's schema."""
     comments = field_comments(schema)
@@ -46,6 +53,10 @@ def schema_rows(schema) -> list[list]:
             value = f.default_factory() if f.default is NO_DEFAULT else f.default
             default = code(value)
         help_text = f.metadata.get("help") or comments.get(f.name, "")
+        read_when = f.metadata.get("read_when")
+        if read_when:  # the job refuses it given where it does nothing (caption/unread.py)
+            help_text = f"{help_text}{'; ' if help_text else ''}read only when " + " and ".join(
+                f"`{key}` {said(condition)}" for key, condition in read_when.items())
         rows.append([f"`{f.name}`", f"`{f.type}`", default, help_text])
     return rows
 

@@ -1,0 +1,100 @@
+"""The Python API's records say the settings that ran, as the command's do: one Captioner, a call per
+config group that needs another engine, each call's records compared with the `caption` command's for
+the same settings, setting by setting and caption by caption."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from caption.config import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+BASE = ["engine=hf", "video.workers=0", "references=null"]  # the Captioner's own settings, the command's too
+
+
+def _variants(model_copy) -> list[tuple[str, list[str]]]:
+    """(config group, the overrides of one call) in call order; each needs another engine than the call
+    before it, except the second, which repeats the first (the engine is kept)."""
+    return [
+        ("base", []),
+        ("base again", []),
+        ("lora", ["lora=detailed"]),
+        ("gpu", ["gpu.dtype=bfloat16"]),
+        ("quant", ["quant=int8"]),
+        ("sampling", ["sampling=creative"]),
+        ("video", ["video.num_frames=4"]),
+        ("engine options", ["engine.batch_size=2"]),
+        ("model", [f"model.path={model_copy}"]),
+        ("engine", ["engine=vllm"]),
+        ("spec", ["engine=vllm", "spec=ngram"]),
+        ("runner", ["runner=ray", "runner.actors=1", "runner.engine_cpus=1", "runner.decode_cpus=0.5"]),
+    ]
+
+
+API_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from caption import Captioner
+
+    folder, out, variants = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    seen = []
+    with Captioner(engine="hf", video__workers=0, references=None) as captioner:
+        for i, (group, overrides) in enumerate(variants):
+            settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
+            records = list(captioner.caption(folder, output=f"{out}/api-{i}.jsonl", **settings))
+            engine = captioner.engine
+            model = getattr(engine, "model", None)
+            seen.append({"group": group, "records": len(records), "engine_id": id(engine) if engine else None,
+                         "engine": getattr(engine, "name", None), "dtype": str(getattr(model, "dtype", None)),
+                         "status": captioner.summary["exit_status"]})
+    print(json.dumps(seen))
+""")
+
+
+def _records(path):
+    return {(r["video"], r["task"], r["adapter"]): r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, synth_dir):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(synth_dir / "clip_00001.mp4", folder)
+    model_copy = tmp_path / "tiny copy"  # the model group: another checkpoint folder (same weights)
+    shutil.copytree(REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny", model_copy)
+    variants = _variants(model_copy)
+    script = tmp_path / "api_calls.py"
+    script.write_text(API_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(folder), str(tmp_path), json.dumps(variants)],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(s["status"] == 0 and s["records"] >= 1 for s in seen), seen
+
+    # the engine is kept while a call needs the same one, and replaced when it needs another
+    assert seen[1]["engine_id"] == seen[0]["engine_id"]
+    assert [s["engine"] for s in seen] == ["hf"] * 9 + ["vllm"] * 2 + [None]  # runner=ray: in its actors
+    assert seen[3]["dtype"] == "torch.bfloat16" and seen[2]["dtype"] == seen[4]["dtype"] == "torch.float32"
+
+    for i, (group, overrides) in enumerate(variants):
+        out = tmp_path / f"cmd-{i}.jsonl"
+        cmd = subprocess.run([CAPTION, f"input_dir={folder}", f"output={out}", "progress=false", *BASE, *overrides,
+                              f"hydra.run.dir={tmp_path / f'run-{i}'}"],
+                             capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+        assert cmd.returncode == 0, (group, cmd.stderr[-3000:])
+        api, command = _records(tmp_path / f"api-{i}.jsonl"), _records(out)
+        assert api.keys() == command.keys(), group
+        for key, made in command.items():
+            for setting, value in made["settings"].items():  # setting by setting, for a message that says which
+                assert api[key]["settings"].get(setting) == value, (group, setting)
+            assert api[key]["settings"] == made["settings"] and api[key]["settings_id"] == made["settings_id"], group
+            assert api[key]["caption"] == made["caption"], group  # the engine those settings name made it
+    lora = _records(tmp_path / "api-2.jsonl")
+    assert all(r["adapter"] == "detailed" and r["caption"].count(".") >= 2 for r in lora.values())  # several sentences
