@@ -29,7 +29,8 @@ from caption.record_store import RecordStore
 from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
-from caption.summary import JobTally, finish, print_job_start, report_plan, reset_peak_rss, resume_notes, start_notes
+from caption.summary import JobTally, finish, report_plan, reset_peak_rss
+from caption.terminal import print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
 from video_io.crawl import crawl_videos
 

@@ -1,4 +1,4 @@
-"""Counting what a job did, the progress bar, and the end-of-job summary (printed and saved)."""
+"""Counting what a job did, the progress bar, and the end-of-job summary (saved; printed by caption/terminal.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caption.console import console
-from caption.coverage import coverage_line, coverage_of_job, coverage_warning
+from caption.coverage import coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
-from caption.faults import WriteFailed, free_bytes, write_whole, writing
+from caption.faults import WriteFailed, write_whole, writing
 from caption.outcome import exit_status, interrupts
 from caption.pipeline.record import record_key
 from caption.records import keep_existing
-from caption.scoring import meteor_lines, score_captions
+from caption.scoring import score_captions
 from caption.sweep import write_result
+from caption.terminal import print_plan, print_summary
 
 
 @dataclass
@@ -162,94 +163,6 @@ def stage_breakdown(job_stages: dict, engine_stages: dict, wall: float) -> dict:
     return {k: round(v, 3) for k, v in stages.items()}
 
 
-def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved: bool = True) -> None:
-    """A few lines for the terminal (every figure is in the summary file); `full`: every key."""
-    out = out or console.out
-    print("\n== caption job summary ==", file=out)
-    if full:
-        rows = [(k, v) for k, v in summary.items()
-                if k not in ("failures", "plan_warnings", "run_warnings") and v is not None]
-    else:
-        rate = summary.get("videos_per_s")
-        rows = [("videos", f"{summary['videos_found']} found, {summary['videos_skipped_resume']} already done, "
-                           f"{summary['videos_run']} run, {summary['videos_failed']} failed"),
-                ("segments", f"{summary['segments_run']} of {summary['videos_segmented']} long videos, "
-                             f"{summary['segments_failed']} failed; finding them took {summary['scan_s_total']} s"
-                 if summary.get("segments_run") else None),
-                ("coverage", coverage_line(summary.get("coverage"))),
-                ("captions", f"{summary['captions_ok']} ok"
-                             + (f" ({summary['captions_flagged']} flagged)" if summary.get("captions_flagged") else "")
-                             + f", {summary['captions_failed']} failed"),
-                ("earlier", f"{summary['errors_from_earlier_runs']} error record(s) of {summary['videos_failed_earlier']} "
-                            "video(s) from earlier runs remain in the output: retry_errors=true runs them again"
-                 if summary.get("errors_from_earlier_runs") else None),
-                ("speed", f"{rate} videos/s, {summary.get('output_tokens_per_s')} output tokens/s over "
-                          f"{summary['generation_wall_s']} s (engine start {summary.get('engine_load_s', '-')} s)"
-                 if rate else None),
-                ("time", ", ".join(f"{k} {v} s" for k, v in summary["stages_s"].items())
-                 + f"; engine idle {summary['engine_idle_fraction']:.0%}"
-                 if rate and summary.get("engine_idle_fraction") is not None else None),
-                *[("METEOR", line) for line in meteor_lines(
-                    summary, "clips or scenes" if summary.get("segments_run") else "clips")],
-                ("peak memory", f"{summary['peak_rss_gib']} GiB"),
-                ("records", summary["output"])]
-        rows = [(k, v) for k, v in rows if v is not None]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}", file=out)
-    for warning in [*summary.get("plan_warnings", []), *summary.get("run_warnings", [])]:
-        print(f"  warning: {warning}", file=out)
-    _print_failures(summary["failures"], "failed (their records have status=error)", path, out)
-    _print_failures(summary.get("failures_earlier") or [], "failed in earlier runs and were not run again", path, out)
-    if summary.get("stopped"):
-        print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
-              "run the same command again to resume", file=out)
-    print(f"  summary saved to {path}" if saved else f"  summary NOT saved: {path} could not be written", file=out)
-    if console.log_path is not None:
-        print(f"  full log: {console.log_path}", file=out)
-
-
-def _print_failures(failures: list[dict], what: str, path: Path, out) -> None:
-    """The first 20 failed videos with their errors; the rest are in the summary file."""
-    if not failures:
-        return
-    print(f"  {len(failures)} video(s) {what}:", file=out)
-    for item in failures[:20]:
-        print(f"    - {item['video']}: {item['error']}", file=out)
-    if len(failures) > 20:
-        print(f"    ... and {len(failures) - 20} more in {path}", file=out)
-
-
-def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], out=None) -> None:
-    """The plan in a few lines, before anything heavy loads."""
-    out = out or console.out
-    plan, d = job.plan, job.decode
-    frames = d.sampling.num_frames if d.sampling.mode == "uniform" else f"up to {d.sampling.max_frames}"
-    quant = plan.quantization.get("method") or "none"
-    print(f"caption: {found} videos in {job.input_dir} ({todo} to caption, {skipped} already done) -> {job.output}",
-          file=out)
-    auto = next((n for n in plan.notes if n.startswith("gpu=auto")), None)
-    print(f"  model   {job.model.name} ({job.model.family}) on {plan.engine}, tier {plan.tier}, {plan.dtype}, "
-          f"quant {quant}", file=out)
-    if auto:
-        print(f"  tier    {auto}", file=out)
-    size = (f"{d.width}x{d.height}" if d.width else f"up to {d.max_pixels} px, aspect kept" if d.max_pixels
-            else "source size")
-    decoders = f", {job.decode_workers} decoder processes" if job.runner.name == "local" else ""
-    if decoders and d.backend == "nvdec":
-        decoders += " on the GPU's NVDEC"
-    print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
-          f"tasks {', '.join(job.tasks)}{decoders}", file=out)
-    variants = ", ".join("base model" if v is None else f"adapter {v}" for v in job.variants())
-    spec = (f"speculative {job.speculative['method']} ({job.speculative['num_speculative_tokens']} tokens)"
-            if job.speculative else "no speculative decoding")
-    print(f"  decode  sampling {job.sampling.name}, {variants}, {spec}", file=out)
-    for note in notes:
-        print(f"  note    {note}", file=out)
-    if console.log_path is not None:
-        print(f"  log     {console.log_path}", file=out)
-
-
 def save_summary(summary: dict, path: Path) -> None:
     """Write the summary whole or not at all (a reader never sees half of one); WriteFailed says why not."""
     path = Path(path)
@@ -279,39 +192,6 @@ def peak_rss_gib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
-def print_plan(plan: dict, path: Path | None, out=None) -> None:
-    out = out or console.out
-    memory = plan["memory_gib"]
-    q = plan["quantization"]
-    if not q:  # refused before any setting could be worked out
-        rows = [("model", plan["model"]), ("tier", plan["tier"]), ("engine", plan["engine"]),
-                ("fits", "NO: " + " ".join(plan["reasons"]))]
-        _print_rows("plan", rows, path, out)
-        return
-    rows = [
-        ("model", f"{plan['model']} ({plan['family']})"), ("tier", plan["tier"]),
-        ("engine", f"{plan['engine']} ({plan['engine_reason']})"), ("dtype", plan["dtype"]),
-        ("quantization", f"{q['method']}{'' if q['bits'] is None else ' %s-bit' % q['bits']} ({q['why']})"),
-        ("engine settings", plan["vllm"] if plan["vllm"] is not None else plan["hf"] or plan.get("server")),
-        ("video tokens per clip", plan["vision_tokens_per_clip"]),
-        ("tokens per request", plan["tokens_per_request"]),
-        ("memory (GiB)", ", ".join(f"{k} {v}" for k, v in memory.items() if v is not None)),
-        ("fits", f"{'yes' if plan['fits'] else 'NO'}: {' '.join(plan['reasons'])}"),
-    ]
-    rows += [("note", n) for n in plan.get("notes") or []]
-    rows += [("warning", w) for w in plan["warnings"]]
-    _print_rows("plan", rows, path, out)
-
-
-def _print_rows(title: str, rows: list, path: Path | None, out) -> None:
-    width = max(len(k) for k, _ in rows)
-    print(f"\n== {title} ==", file=out)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}", file=out)
-    if path is not None:
-        print(f"  {title} saved to {path}", file=out)
 
 
 def finish(job, tally: JobTally, stats: dict) -> dict:
@@ -375,53 +255,6 @@ def run_warnings(job, summary: dict) -> list[str]:
         warnings.append(f"{summary['captions_flagged']} caption(s) held undecodable text (U+FFFD or control "
                         "characters), removed and noted in their records' flags")
     return warnings
-
-
-def resume_notes(videos, todo, store, tally: JobTally) -> list[str]:
-    """What a resumed output holds that the user should know before the job runs: error records that
-    stay (not retried), retries that `limit` leaves for later, clips captioned anew because their file changed."""
-    notes = []
-    found = {key for key, _ in videos}
-    standing = {k[0] for k in store.errors if k[0] in found}
-    if standing:
-        notes.append(f"{len(standing)} video(s) already done hold error records: retry_errors=true runs them again")
-    retried = {k[0] for k, why in store.redo.items() if why == "retry_errors=true" and k[0] in found}
-    if retried:
-        later = len(retried - {key for key, _ in todo})
-        notes.append(f"retrying {len(retried) - later} video(s) whose records are errors"
-                     + (f"; {later} more wait for a later run (limit), their error records kept" if later else ""))
-    if tally.recaptioned:
-        notes.append(f"{len(tally.recaptioned)} video(s) changed since their records were made (e.g. "
-                     f"'{tally.recaptioned[0]}'): captioned again, their old records go to the superseded file")
-    return notes
-
-
-def start_notes(job, output: Path, records: int) -> list[str]:
-    """What the user should know before the job starts (warnings about captions are the plan's): a plan
-    this runner runs only part of, a disk too small for the records to come."""
-    notes = _space_notes(output, records)
-    if job.runner.name == "local" and job.plan.replicas > 1:
-        notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
-                     "runner=local runs one of them: runner=ray runs them all")
-    return notes
-
-
-RECORD_BYTES_GUESS = 1024  # a caption record is ~0.6-0.9 KB (the demo's); room for longer captions
-
-
-def _space_notes(output, records: int) -> list[str]:
-    """Warn where the output's disk looks too small for the records to come (the job still runs:
-    it stops cleanly when the disk fills, and a re-run resumes)."""
-    free = free_bytes(output.parent)
-    need = records * RECORD_BYTES_GUESS
-    if free is None or free >= 2 * need:
-        return []
-    return [f"the disk holding {output} has {_size(free)} free and ~{records} records need about {_size(need)}: "
-            "if it fills, the job stops (exit status 5) and a re-run resumes"]
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def report_plan(job) -> dict:

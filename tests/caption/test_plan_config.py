@@ -132,7 +132,7 @@ def test_nvdec_is_refused_before_loading_where_it_cannot_run(compose_config, syn
 def test_the_start_lines_say_the_decoders_run_on_nvdec(compose_config):
     import io
 
-    from caption.summary import print_job_start
+    from caption.terminal import print_job_start
 
     job = load_planned_job(compose_config(["plan_only=true", "gpu=h100", "model=qwen2_5_vl_7b",
                                            "video.backend=nvdec", "video.workers=6"]))

@@ -65,7 +65,7 @@ def test_help_describes_every_setting_and_group(tmp_path):
 
 
 def test_the_start_lines_say_adapter_sampling_and_speculation(job_config, capsys):
-    from caption.summary import print_job_start
+    from caption.terminal import print_job_start
 
     job = job_config(["lora=detailed", "spec=ngram", "sampling=factual"])
     print_job_start(job, 6, 6, 0, [])
