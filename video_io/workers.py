@@ -82,7 +82,8 @@ class SegmentPlan:
     scan_s: float
 
 
-ALIVE = "alive"  # a worker's sign of life while it looks for a long video's shots
+ALIVE = "alive"  # a worker's sign of life: once started, then while it looks for a long video's shots
+STARTUP_TIMEOUT_S = 120.0  # the longest a decoder process may take to start before it is given a clip anyway
 
 
 def _decode_to_result(path: str, spec: DecodeSpec, decode_fn=decode_clip) -> DecodeResult:
@@ -163,6 +164,7 @@ def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _name_process(DECODER_PROCESS_NAME)
+    conn.send(ALIVE)  # started: from now on a clip's time is its own (_Worker._wait_until_started)
     beat = [0.0]
 
     def alive() -> None:  # at most one a second: the parent only needs to know the worker moves
@@ -205,10 +207,28 @@ class _Worker:
         self.started = 0.0  # when the worker was given its path, or last sent something
         self.plan: SegmentPlan | None = None  # the segments of the video it is decoding, once found
         self.next_segment = 0  # the first of them not sent yet
+        self.up = False  # whether it said it is ready (its first ALIVE)
 
     def give(self, path: str) -> None:
         self.path, self.started, self.plan, self.next_segment = path, time.perf_counter(), None, 0
-        self.conn.send(path)
+        try:
+            self.conn.send(path)
+        except OSError:  # it died starting: the stream finds it dead, and the clip gets the error
+            pass
+
+    def has_started(self, timeout: float = 0.0) -> bool:
+        """Whether it is ready for a clip, waiting up to `timeout` s for the ALIVE it sends once started. A
+        clip's deadline starts when it is given: a process still starting (spawned, importing numpy and
+        PyAV: seconds on a busy machine) is given none. One that died starting counts as started: the clip
+        it is then given finds it dead and gets the error."""
+        if not self.up:
+            try:
+                if self.conn.poll(timeout):
+                    self.conn.recv()
+                    self.up = True
+            except (EOFError, OSError):
+                self.up = True
+        return self.up
 
     def kill(self) -> None:
         self.process.kill()
@@ -301,7 +321,9 @@ class DecodeStream:
             self._hand_out()
             busy = self._busy()
             if not busy:
-                raise StopIteration
+                if not self._await_a_decoder():
+                    raise StopIteration
+                continue
             deadline = min(w.started + self.pool.timeout_s for w in busy)
             self._collect(busy, max(0.0, deadline - time.perf_counter()))
         return self.results.popleft()
@@ -323,9 +345,23 @@ class DecodeStream:
         self._hand_out()
         busy = self._busy()
         if not busy:
-            return True  # ended: next() raises StopIteration at once
+            return not self._starting()  # ended (next() raises StopIteration at once), or decoders starting
         self._collect(busy, 0.0)
         return bool(self.results)
+
+    def _starting(self) -> list[_Worker]:
+        """Idle decoders still starting, while paths remain to hand out."""
+        return [] if self.exhausted else [w for w in self.pool._workers if w.path is None and not w.up]
+
+    def _await_a_decoder(self) -> bool:
+        """Nothing being decoded: wait for a starting decoder (False: none, the stream has ended)."""
+        starting = self._starting()
+        if not starting:
+            return False
+        wait([w.conn for w in starting], timeout=STARTUP_TIMEOUT_S)
+        for worker in starting:
+            worker.up = worker.has_started() or worker is starting[0]  # after the wait, one is given a clip anyway
+        return True
 
     def _busy(self) -> list[_Worker]:
         return [w for w in self.pool._workers if w.path is not None]
@@ -333,7 +369,7 @@ class DecodeStream:
     def _hand_out(self) -> None:
         """Give every idle decoder its next path."""
         for worker in self.pool._workers:
-            if worker.path is None and not self.exhausted:
+            if worker.path is None and not self.exhausted and worker.has_started():
                 path = next(self.todo, None)
                 if path is None:
                     self.exhausted = True
