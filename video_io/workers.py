@@ -163,8 +163,8 @@ def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn
     # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _name_process(DECODER_PROCESS_NAME)
-    conn.send(ALIVE)  # started: from now on a clip's time is its own (_Worker._wait_until_started)
+    conn.send(ALIVE)  # started: from now on a clip's time is its own (_Worker.has_started)
+    _name_process(DECODER_PROCESS_NAME)  # after: a process with this name is one the job gives clips to
     beat = [0.0]
 
     def alive() -> None:  # at most one a second: the parent only needs to know the worker moves

@@ -31,9 +31,10 @@ def decoders_of(pid: int) -> list[int]:
 
 
 def hold_a_decoder(proc, timeout=120) -> int:
-    """Stop (SIGSTOP) one of the job's decoder processes as soon as it exists, which is before the engine
-    has loaded and any clip was handed out: the clip it is then given never comes back (the job runs with
-    video.timeout_s=600), so the job cannot finish before the test's signal lands, however fast it is."""
+    """Stop (SIGSTOP) one of the job's decoder processes as soon as it has started (it takes its name once
+    it has told the job so: video_io/workers.py), which is before the engine has loaded and any clip was
+    handed out: the clip it is then given never comes back (the job runs with video.timeout_s=600), so
+    the job cannot finish before the test's signal lands, however fast it is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         decoders = decoders_of(proc.pid)
