@@ -222,6 +222,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--latency-target-s", type=float, default=30.0, help="goodput counts videos within this")
     ap.add_argument("--engines", nargs="+", choices=("hf", "vllm"), default=["hf", "vllm"],
                     help="which engines' rows to run (hf alone: a machine without vLLM, or the transformers rows only)")
+    ap.add_argument("--prepare-ahead", choices=("auto", "always", "never"), default=None,
+                    help="transformers rows: engine.prepare_ahead (the next batch prepared while one generates; "
+                         "auto: on a GPU)")
     ap.add_argument("--engine-only", action=argparse.BooleanOptionalAction, default=True,
                     help="after each vLLM row, run vLLM alone on the same clips decoded beforehand (all requests "
                          "in one LLM.generate) and report the job's share of that throughput")
@@ -241,7 +244,9 @@ def measure_rows(args, clips: Path, out: Path, common: list[str], model: dict, b
         for size in sizes if engine in args.engines else ():
             setting = f"{key.split('.')[-1]}={size}"
             print(f"running {engine} {setting} ...", file=sys.stderr, flush=True)
-            summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common, args.threads)
+            ahead = [f"engine.prepare_ahead={args.prepare_ahead}"] if engine == "hf" and args.prepare_ahead else []
+            summary, records = run_job(engine, [f"{key}={size}", *ahead], clips, out / f"{engine}-{size}", common,
+                                       args.threads)
             rows.append(row(engine, setting, summary, records, args.latency_target_s, model, bandwidth) | {"size": size})
             if engine == "vllm" and args.engine_only:
                 print(f"running vllm {setting} engine-only ...", file=sys.stderr, flush=True)
@@ -271,7 +276,8 @@ def run(args) -> int:
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
              f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu={args.gpu}"
              + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else "")
-             + ("" if len(args.engines) == 2 else f", {args.engines[0]} rows only"))
+             + ("" if len(args.engines) == 2 else f", {args.engines[0]} rows only")
+             + (f", engine.prepare_ahead={args.prepare_ahead}" if args.prepare_ahead else ""))
     lines = [f"{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (a copy); "
              f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n",
              *table(rows, hf_best or vllm_best, args.latency_target_s),
