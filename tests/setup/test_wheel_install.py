@@ -149,7 +149,7 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
                     "assets/adapters/vidcap-ko-detailed/adapter_model.safetensors",
                     "assets/models/vidcap-ko-draft/model.safetensors"):
         assert f"caption/shipped_files/{shipped}" in names, f"the wheel lacks {shipped}"
-    assert "caption/report/page.html" in names
+    assert "caption/report/page.html" in names and "video_io/nvdec_measured.json" in names
 
     env_dir = tmp_path / "env"
     subprocess.run([BASE_PYTHON, "-m", "venv", str(env_dir)], check=True)
