@@ -1,8 +1,8 @@
 """The one build step pyproject.toml cannot declare: copy conf/ and assets/ into the wheel.
 
 The commands read the presets (conf/) and the embedded model, adapter and draft model (assets/) at
-run time (caption/shipped.py). Both folders sit beside the packages in a checkout, not inside one,
-so a wheel would carry neither; this copies them into the built package as caption/shipped_files/.
+run time (vidcap_ko_files/). Both folders sit beside the packages in a checkout, not inside one,
+so a wheel would carry neither; this copies them into the built package vidcap_ko_files/.
 An editable install (`make setup`) reads the checkout's own folders and copies nothing.
 """
 
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SHIPPED = ("conf", "assets")  # folders at the top of the checkout the installed commands read
-TARGET = Path("caption") / "shipped_files"
+TARGET = Path("vidcap_ko_files")
 
 
 class BuildWithShippedFiles(build_py):
@@ -22,8 +22,8 @@ class BuildWithShippedFiles(build_py):
         if self.editable_mode:
             return
         target = Path(self.build_lib) / TARGET
-        shutil.rmtree(target, ignore_errors=True)  # a build folder left from an earlier build: start afresh
-        for folder in SHIPPED:
+        for folder in SHIPPED:  # a build folder left from an earlier build: start afresh
+            shutil.rmtree(target / folder, ignore_errors=True)
             shutil.copytree(folder, target / folder,
                             ignore=shutil.ignore_patterns(".*", "__pycache__", "*.pyc"))
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from caption import schema, shipped
+import vidcap_ko_files as shipped
+from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.spec import EngineSpec
 from caption.engines.options import EngineOptions, ServerOptions
@@ -25,7 +26,7 @@ from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
 from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 
-# conf/ and assets/: the checkout's, or the copies an installed wheel carries (caption/shipped.py)
+# conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko_files/)
 SHIPPED_ROOT = shipped.ROOT
 CONF_DIR = SHIPPED_ROOT / "conf"
 # where benchmarks, training and the docs tools keep data/: the checkout (installed: the current folder)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 
-from caption.shipped import ROOT
+from vidcap_ko_files import ROOT
 
 CONF_DIR = ROOT / "conf"  # the checkout's, or an installed package's copy
 

@@ -148,7 +148,7 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
     for shipped in ("conf/config.yaml", "conf/model/vidcap_ko_tiny.yaml", "assets/models/vidcap-ko-tiny/model.safetensors",
                     "assets/adapters/vidcap-ko-detailed/adapter_model.safetensors",
                     "assets/models/vidcap-ko-draft/model.safetensors"):
-        assert f"caption/shipped_files/{shipped}" in names, f"the wheel lacks {shipped}"
+        assert f"vidcap_ko_files/{shipped}" in names, f"the wheel lacks {shipped}"
     assert "caption/report/page.html" in names and "video_io/nvdec_measured.json" in names
 
     env_dir = tmp_path / "env"
