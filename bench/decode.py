@@ -10,6 +10,10 @@ video.seek=auto|keyframe|exact at the embedded model's budget (3136 px, multiple
 runs; with one core (taskset) seconds per clip are core-seconds per clip. With ffmpeg on the PATH, also ffmpeg's full decode and
 keyframe-only decode (-skip_frame nokey), one thread, for reference.
 
+--backend nvdec measures NVDEC against software on the same machine instead, at 360p, 1080p and 4K,
+H.264 and HEVC (bench/decode_nvdec.py); where FFmpeg cannot open a CUDA device it stops in one line,
+with exit status 2.
+
 Review-page thumbnails (caption-report) of the frames the default mode sampled, at caption-report's
 default size: PyAV from the keyframe before each frame (video_io/pyav_frames.py frames_at, the
 default), against the two routes the report took before it: decord (H.264) and PyAV decoding the
@@ -55,12 +59,14 @@ CLIPS = {  # name: footage generator arguments
 }
 
 
-def make_clip(out: Path, name: str) -> Path:
+def make_clip(out: Path, name: str, footage_args: list[str] | None = None) -> Path:
+    """The clip `name` (CLIPS, or made with `footage_args`), made once in <out>/<name>."""
     folder = out / name
     found = sorted(folder.glob("*.mp4")) if folder.is_dir() else []
     if not found:
         subprocess.run([sys.executable, "-m", "video_io.synth.footage", "--out", str(folder), "--n", "1",
-                        "--seed", "1", "--profile", "camera", *CLIPS[name]], check=True, cwd=REPO_ROOT)
+                        "--seed", "1", "--profile", "camera", *(footage_args or CLIPS[name])], check=True,
+                       cwd=REPO_ROOT)
         found = sorted(folder.glob("*.mp4"))
     return found[0]
 
@@ -95,7 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clips", default=",".join(CLIPS), help="comma-separated subset of " + ", ".join(CLIPS))
     parser.add_argument("--backend", choices=["auto", "nvdec"], default="auto",
-                        help="nvdec: decode on the GPU (video_io/nvdec.py); cpu_s_per_clip then says what the CPU spent")
+                        help="nvdec: NVDEC against software on this machine, 360p to 4K, H.264 and HEVC "
+                             "(bench/decode_nvdec.py; --clips is not used)")
+    parser.add_argument("--few-cores", type=int, default=2,
+                        help="--backend nvdec: the software decoder's threads for the few-cores column")
 
 
 def measure_clip(name: str, args, cores: int) -> dict:
@@ -160,6 +169,9 @@ def run(args) -> int:
             print(f"caption-bench decode: --backend nvdec: FFmpeg could not open a CUDA device here ({reason})",
                   file=sys.stderr)
             return 2
+        from bench import decode_nvdec
+
+        return decode_nvdec.run(args, make_clip)
     cores = len(os.sched_getaffinity(0))
     rows = [measure_clip(name, args, cores) for name in args.clips.split(",")]
     lines = tables(rows, args.backend)

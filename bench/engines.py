@@ -160,10 +160,12 @@ def _f(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(rows: list[dict], hf_best: dict, target_s: float) -> list[str]:
+def table(rows: list[dict], best: dict, target_s: float) -> list[str]:
+    """The rows; the last column compares each with `best` (transformers' best row, where it ran)."""
     lines = ["| engine | setting | videos/s | out tok/s | TTFT p50/p99 (s) | TPOT p50/p99 (ms) | video latency p50/p99 (s) "
              f"| goodput <= {target_s:g} s (videos/s) | peak RSS (GiB) | engine start (s) | engine idle | BW util "
-             "| positions computed / output token | vLLM alone (videos/s) | job / alone | vs best transformers |",
+             f"| positions computed / output token | vLLM alone (videos/s) | job / alone | vs best "
+             f"{'transformers' if best['engine'] == 'hf' else 'vLLM'} |",
              "|" + "---|" * 16]
     for r in rows:
         lines.append(
@@ -174,12 +176,15 @@ def table(rows: list[dict], hf_best: dict, target_s: float) -> list[str]:
             f"{r['bandwidth_utilisation']:.1%} | {_f(r['positions_per_output_token'])} | "
             f"{_f(r['engine_only']['videos_per_s']) if 'engine_only' in r else '-'} | "
             f"{format(r['job_vs_engine_only'], '.0%') if 'job_vs_engine_only' in r else '-'} | "
-            f"{r['videos_per_s'] / hf_best['videos_per_s']:.2f}x |")
+            f"{r['videos_per_s'] / best['videos_per_s']:.2f}x |")
     lines.append("\nwhere the job's time went (s): decode wait / processor / engine steps / write / other; decoder CPU apart")
     for r in rows:
         s = r["stages_s"]
         lines.append(f"- {r['engine']} {r['setting']}: {s['decode_wait']} / {s['processor']} / {s['engine_step']} / "
-                     f"{s['write']} / {s['other']}; decoders {r['decode_cpu_s']} CPU-s; {r['engine_steps']} engine steps, "
+                     f"{s['write']} / {s['other']}"
+                     + (f" (and {s['beside_engine_step']} s of the next batch's decode wait and processor beside "
+                        "engine steps)" if s.get("beside_engine_step") else "")
+                     + f"; decoders {r['decode_cpu_s']} CPU-s; {r['engine_steps']} engine steps, "
                      f"{_f(r['steps_per_s'], 1)} steps/s, {_f(r['bytes_read_gbs'])} GB/s read")
     return lines
 
@@ -215,6 +220,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--min-tokens", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--latency-target-s", type=float, default=30.0, help="goodput counts videos within this")
+    ap.add_argument("--engines", nargs="+", choices=("hf", "vllm"), default=["hf", "vllm"],
+                    help="which engines' rows to run (hf alone: a machine without vLLM, or the transformers rows only)")
+    ap.add_argument("--prepare-ahead", choices=("auto", "always", "never"), default=None,
+                    help="transformers rows: engine.prepare_ahead (the next batch prepared while one generates; "
+                         "auto: on a GPU)")
     ap.add_argument("--engine-only", action=argparse.BooleanOptionalAction, default=True,
                     help="after each vLLM row, run vLLM alone on the same clips decoded beforehand (all requests "
                          "in one LLM.generate) and report the job's share of that throughput")
@@ -231,10 +241,12 @@ def measure_rows(args, clips: Path, out: Path, common: list[str], model: dict, b
     """transformers over its batch sizes, then vLLM over max_num_seqs (each followed by vLLM alone)."""
     rows = []
     for engine, sizes, key in (("hf", args.hf_batch, "engine.batch_size"), ("vllm", args.max_num_seqs, "gpu.max_num_seqs")):
-        for size in sizes:
+        for size in sizes if engine in args.engines else ():
             setting = f"{key.split('.')[-1]}={size}"
             print(f"running {engine} {setting} ...", file=sys.stderr, flush=True)
-            summary, records = run_job(engine, [f"{key}={size}"], clips, out / f"{engine}-{size}", common, args.threads)
+            ahead = [f"engine.prepare_ahead={args.prepare_ahead}"] if engine == "hf" and args.prepare_ahead else []
+            summary, records = run_job(engine, [f"{key}={size}", *ahead], clips, out / f"{engine}-{size}", common,
+                                       args.threads)
             rows.append(row(engine, setting, summary, records, args.latency_target_s, model, bandwidth) | {"size": size})
             if engine == "vllm" and args.engine_only:
                 print(f"running vllm {setting} engine-only ...", file=sys.stderr, flush=True)
@@ -257,28 +269,33 @@ def run(args) -> int:
     bandwidth = measure_bandwidth_gbs(device="cpu" if args.gpu == "cpu" else "cuda")
     model = decoder_bytes(str(model_dir(args.model)), args.dtype)
     rows = measure_rows(args, clips, out, common, model, bandwidth)
-    hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"])
-    vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"])
+    hf_best = max((r for r in rows if r["engine"] == "hf"), key=lambda r: r["videos_per_s"], default=None)
+    vllm_best = max((r for r in rows if r["engine"] == "vllm"), key=lambda r: r["videos_per_s"], default=None)
     tokens = {r["engine"] + r["setting"]: r["output_tokens"] for r in rows}
-    split = ratio_split(vllm_best, hf_best)
 
     title = (f"{args.n} clips, {args.model} model, forced lengths log-normal median {args.median:g} "
              f"sigma {args.sigma:g} [{args.min_tokens}, {args.max_tokens}], gpu={args.gpu}"
-             + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else ""))
+             + (f", {args.threads} thread(s)" if args.threads else "") + (f", {args.dtype}" if args.dtype else "")
+             + ("" if len(args.engines) == 2 else f", {args.engines[0]} rows only")
+             + (f", engine.prepare_ahead={args.prepare_ahead}" if args.prepare_ahead else ""))
     lines = [f"{title}; one `caption` process per row; memory bandwidth {bandwidth:.1f} GB/s (a copy); "
              f"LM weights {model['weight_bytes'] / 1e6:.0f} MB, KV {model['kv_bytes_per_token']} B/token\n",
-             *table(rows, hf_best, args.latency_target_s),
-             f"\nsame output tokens on every row: {len(set(tokens.values())) == 1} ({sorted(set(tokens.values()))})",
-             f"vLLM best / transformers best = {split['ratio']:.2f}x = {split['hf_padding']:.2f} (output positions "
-             f"transformers computed per output token, {hf_best['setting']}) x {split['vllm_per_position']:.2f} "
-             f"(vLLM's output tokens/s over transformers' computed positions/s)"]
+             *table(rows, hf_best or vllm_best, args.latency_target_s),
+             f"\nsame output tokens on every row: {len(set(tokens.values())) == 1} ({sorted(set(tokens.values()))})"]
+    split = ratio_split(vllm_best, hf_best) if hf_best and vllm_best else None
+    if split:
+        lines.append(f"vLLM best / transformers best = {split['ratio']:.2f}x = {split['hf_padding']:.2f} (output "
+                     f"positions transformers computed per output token, {hf_best['setting']}) x "
+                     f"{split['vllm_per_position']:.2f} (vLLM's output tokens/s over transformers' computed positions/s)")
     print("\n" + "\n".join(lines))
     result = {"model": args.model, "gpu": args.gpu, "clips": args.n, "threads": args.threads, "dtype": args.dtype,
-              "bandwidth_gbs": round(bandwidth, 2), **model,
+              "engines": args.engines, "bandwidth_gbs": round(bandwidth, 2), **model,
               "forced_lengths": {"median": args.median, "sigma": args.sigma, "min": args.min_tokens,
                                  "max": args.max_tokens}, "latency_target_s": args.latency_target_s, "rows": rows}
     write_results(out, "engines", result, lines, plot(rows), title)
-    print(json.dumps(headline(args, vllm_best, hf_best, split)))
+    print(json.dumps(headline(args, vllm_best, hf_best, split) if split else
+                     {"model": args.model, "gpu": args.gpu, "clips": args.n, "engines": args.engines,
+                      "best": {r["engine"]: r["setting"] for r in (hf_best, vllm_best) if r}}))
     return 0
 
 

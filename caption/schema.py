@@ -71,6 +71,7 @@ class EngineSchema:
     log_level: str = preset_key({"engine.name": ("vllm",)})
     batch_size: int = preset_key({"engine.name": ("hf",)})
     attn_implementation: str = preset_key({"engine.name": ("hf",)})
+    prepare_ahead: str = preset_key({"engine.name": ("hf",)})  # auto | always | never (caption/engines/options.py)
     # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
     base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
                                            "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)",
@@ -121,9 +122,10 @@ class VideoSchema:
                                         "segment's centre frame, decoded from the keyframe before it; keyframe: "
                                         "the keyframe nearest each centre (may repeat). video_io/decode.py")
     backend: str = option(DecodeSpec.backend, "auto: PyAV, frame-accurate in every codec and the faster decoder "
-                                              "here in every seek mode; decord: for comparison (not rotated "
-                                              "clips); nvdec: PyAV with the GPU's decoder (same frames; "
-                                              "video_io/nvdec.py)")
+                                              "here in every seek mode (NVDEC only where a filed measurement shows "
+                                              "it faster on this GPU: nowhere yet, video_io/nvdec_rule.py); decord: "
+                                              "for comparison (not rotated clips); nvdec: PyAV with the GPU's "
+                                              "decoder (same frames; video_io/nvdec.py)")
     workers: Any = MISSING                 # auto or a whole number (Any: OmegaConf has no int-or-str type)
     timeout_s: float = option(DECODE_TIMEOUT_S, "a clip that takes longer gets an error record; its decoder "
                                                 "is killed")

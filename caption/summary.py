@@ -156,10 +156,18 @@ def stage_breakdown(job_stages: dict, engine_stages: dict, wall: float) -> dict:
     """Where the generation wall time of the job's one thread went: waiting on decoder processes,
     the engine's input processing (vLLM's multimodal processor at submit, transformers' processor),
     engine steps (the only stage that generates tokens), writing records, and the rest (building
-    requests, bookkeeping). `decode_cpu` is apart: decoder processes' own seconds, in parallel."""
-    stages = {"decode_wait": job_stages.get("decode_wait", 0.0), "processor": engine_stages.get("processor", 0.0),
+    requests, bookkeeping). `decode_cpu` is apart: decoder processes' own seconds, in parallel.
+    `beside_engine_step`, where present: seconds of decode wait and processor that ran while the engine
+    generated (out of the sum, which stays the engine's busy time and what kept it idle)."""
+    # the transformers engine takes the next batch from the decoders and through the processor while one
+    # generates (caption/engines/hf_engine.py): that time is not the engine's idle time, and is reported apart
+    beside = {k: engine_stages.get(f"{k}_beside_step", 0.0) for k in ("decode_wait", "processor")}
+    stages = {"decode_wait": max(0.0, job_stages.get("decode_wait", 0.0) - beside["decode_wait"]),
+              "processor": engine_stages.get("processor", 0.0),
               "engine_step": engine_stages.get("engine_step", 0.0), "write": job_stages.get("write", 0.0)}
     stages["other"] = max(0.0, wall - sum(stages.values()))
+    if any(beside.values()):
+        stages["beside_engine_step"] = sum(beside.values())
     return {k: round(v, 3) for k, v in stages.items()}
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import copy
 import functools
-from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+from vidcap_ko_files import ROOT
+
+CONF_DIR = ROOT / "conf"  # the checkout's, or an installed package's copy
 
 
 def options(group: str) -> list[str]:

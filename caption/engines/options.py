@@ -14,6 +14,12 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlsplit, urlunsplit
 
 
+# engine.prepare_ahead: auto prepares the next batch while one generates where the engine computes on a GPU;
+# on a CPU the engine's threads already use every core, and preparing beside them measured slower
+# (docs/benchmarks.md, "The transformers engine prepares the next batch")
+PREPARE_AHEAD = ("auto", "always", "never")
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     name: str                    # auto | vllm | hf | server, as the user chose it (JobConfig.engine: as the plan resolved it)
@@ -24,6 +30,7 @@ class EngineOptions:
     log_level: str               # vLLM's VLLM_LOGGING_LEVEL
     batch_size: int              # transformers: requests per `generate` call (capped by the plan)
     attn_implementation: str     # transformers
+    prepare_ahead: str           # transformers: the next batch prepared while one generates (PREPARE_AHEAD)
 
     @classmethod
     def from_config(cls, cfg: dict) -> "EngineOptions":
@@ -42,6 +49,9 @@ class EngineOptions:
                 raise ValueError(f"`engine.{key}` must be >= 1, got {getattr(options, key)}")
         if options.max_restarts < 0:
             raise ValueError(f"`engine.max_restarts` must be >= 0, got {options.max_restarts}")
+        if options.prepare_ahead not in PREPARE_AHEAD:
+            raise ValueError(f"`engine.prepare_ahead` must be one of {', '.join(PREPARE_AHEAD)}, "
+                             f"got {options.prepare_ahead!r}")
         return options
 
 

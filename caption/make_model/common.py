@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from caption.config import CONF_DIR, REPO_ROOT
+from caption.config import CONF_DIR, SHIPPED_ROOT
 from caption.prompts import SYSTEM_PROMPT_KO
 from families import FAMILIES, Checkpoint, UnknownFamily, get_family
 
@@ -23,7 +23,7 @@ BUILTIN_SHAPES = ("tiny", "cpu")  # defined by each family (families/<family>.py
 DTYPES = ("float32", "bfloat16", "float16")
 BUILTIN_DTYPE = "float32"  # what vLLM CPU and transformers run fastest here (conf/gpu/cpu.yaml)
 # The tokenizer every made checkpoint starts from: the embedded model's byte-level BPE (Korean).
-TOKENIZER_SOURCE = REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny"
+TOKENIZER_SOURCE = SHIPPED_ROOT / "assets" / "models" / "vidcap-ko-tiny"
 VOCAB_MULTIPLE = 64  # built-in shapes round the tokenizer's size up to this (as the embedded model)
 SHARD_BYTES = 2 << 30  # weights are written in files of at most this size (one file when smaller)
 CHUNK_ELEMENTS = 1 << 24  # random numbers are drawn this many at a time (bounds fp32 scratch memory)
@@ -73,7 +73,7 @@ def shape_arch(family: str, shape: str) -> tuple[dict, str, str]:
 
     preset = OmegaConf.load(presets[shape])
     arch = OmegaConf.to_container(preset.arch, resolve=False)
-    return arch, str(preset.dtype), str(presets[shape].relative_to(REPO_ROOT))
+    return arch, str(preset.dtype), str(presets[shape].relative_to(SHIPPED_ROOT))
 
 
 def build_tokenizer(spec: Checkpoint):

@@ -83,3 +83,54 @@ def test_gpu_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
     assert "no NVIDIA GPU" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "report").exists()
+
+
+def test_decode_on_nvdec_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "bench", "decode", "--backend", "nvdec", "--out", str(tmp_path / "d")],
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
+    assert "could not open a CUDA device" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "d").exists()  # no clip made, nothing measured
+
+
+def test_gpu_runs_with_what_is_installed_and_says_what_it_skipped(tmp_path):
+    """Without vLLM: pruning skipped (vLLM's), the engine rows transformers' only, the jobs on engine=hf; an
+    installed package has no tests to run; the report names the driver and the versions."""
+    import argparse
+
+    from bench import gpu
+
+    args = argparse.Namespace(skip=["decode"], out=tmp_path, n=8, tier="h100")
+    versions = {"gpus": ["NVIDIA H200, 580.159.04, 143771 MiB"], "torch": "2.11.0+cu130", "transformers": "5.17.0",
+                "vllm": None, "bitsandbytes": "0.50.2", "av": "18.1.0", "checkout": False}
+    skip = gpu.skipped_steps(args, versions)
+    assert skip == {"decode": "--skip", "prune": skip["prune"], "nvdec-test": skip["nvdec-test"]}
+    assert "vLLM" in skip["prune"] and "checkout" in skip["nvdec-test"]
+    assert gpu.skipped_steps(args, versions | {"vllm": "0.32.0", "checkout": True}) == {"decode": "--skip"}
+    lines = gpu.report([], tmp_path, versions, skip)
+    assert "580.159.04" in lines[0] and "torch 2.11.0+cu130" in lines[0] and "transformers 5.17.0" in lines[0]
+    assert "vLLM not installed" in lines[0]
+    assert any(line.startswith("skipped prune: needs vLLM") for line in lines)
+
+
+def test_the_gpu_steps_without_vllm_ask_for_transformers(tmp_path, monkeypatch):
+    """The commands each step would run, recorded instead of run (the steps themselves need a GPU)."""
+    import argparse
+
+    from bench import gpu
+
+    ran = []
+    monkeypatch.setattr(gpu, "bench_step", lambda name, arguments, out: ran.append((name, arguments)) or {})
+    monkeypatch.setattr(gpu, "job_step", lambda name, clips, out, overrides: ran.append((name, overrides)) or {})
+    monkeypatch.setattr(gpu, "engine_clips", lambda n: tmp_path)
+    monkeypatch.setattr(gpu, "bench_model", lambda model: ["model=random_qwen2_5_vl_7b"])
+    args = argparse.Namespace(skip=[], out=tmp_path, n=8, tier="h100")
+    skip = {"prune": "needs vLLM", "nvdec-test": "no checkout"}
+    gpu.run_steps(args, "h100", skip, vllm=False)
+    steps = dict(ran)
+    assert "prune-7b" not in steps and "nvdec-test" not in steps
+    assert steps["engines-7b"][-2:] == ["--engines", "hf"]
+    assert "quant=nf4" in steps["nf4"] and "engine=hf" in steps["nf4"]
+    for name in ("rehearsal-t4", "rehearsal-h100", "job-auto", "job-nvdec"):
+        assert steps[name].count("engine=hf") == 1, (name, steps[name])

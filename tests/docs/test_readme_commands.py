@@ -82,6 +82,19 @@ def check_make(args: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def check_pip(args: list[str]) -> None:
+    """`pip install .` or `.[extras]` from the checkout: every extra it names is declared (installing for
+    real is tests/setup/test_wheel_install.py's job)."""
+    import tomllib
+
+    assert args[:1] == ["install"] and len(args) == 2, f"pip {args}: the README installs one target"
+    match = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", args[1])
+    assert match, f"pip install {args[1]}: the README installs the checkout (. or .[extras])"
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    unknown = [e for e in (match.group(1) or "").split(",") if e and e not in declared]
+    assert not unknown, f"pip install {args[1]}: no extra {unknown} in pyproject.toml"
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_runs_as_written(command, tmp_path):
     words = shlex.split(command)
@@ -102,6 +115,8 @@ def test_readme_command_runs_as_written(command, tmp_path):
         check_parser(parser, args)
     elif program == "make":
         check_make(args)
+    elif program == "pip":
+        check_pip(args)
     else:
         pytest.fail(f"README command `{command}`: no check knows `{program}`; add one here")
 

@@ -65,11 +65,16 @@ def benchmark_index(root: Path, results: dict) -> str:
     if orphans:
         raise ValueError(f"docs/results holds {', '.join(orphans)} but no docs page includes "
                          f"snippets/bench/<name>.md for it")
-    names = list(BENCHMARKS) + sorted(set(results) - set(BENCHMARKS))
+    from bench import decode_nvdec
+
+    options = {"decode-nvdec": ("decode --backend nvdec", decode_nvdec)}  # results of a subcommand's option
+    names = list(BENCHMARKS) + sorted(set(options) | set(results) - set(BENCHMARKS))
     rows = []
     for name in names:
-        module = BENCHMARKS.get(name)
+        module = BENCHMARKS.get(name) or (options[name][1] if name in options else None)
         what = module.__doc__.strip().splitlines()[0] if module else "not a caption-bench subcommand"
+        if name in options:
+            what = f"`caption-bench {options[name][0]}`: {what}"
         found = results.get(name, [])
         on_file = f"{len(found)}, newest {found[0].date[:10]}" if found else "none yet"
         where = f"[{shown[name][:-3]}]({shown[name]})" if name in shown else ""

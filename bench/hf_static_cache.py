@@ -1,0 +1,87 @@
+"""transformers' static KV cache, with and without torch.compile, against its default dynamic cache.
+
+    caption-bench compile --engine hf --model bench --n 16
+
+The job's transformers engine (caption/engines/hf_engine.py) generates one batch of the engines'
+clips (`--n` clips through the job's processor, every row forced to `--tokens` tokens) three ways, in one process, on the same inputs: the default dynamic cache;
+`cache_implementation="static"` without compiling; and static with the forward compiled by
+torch.compile (transformers compiles it itself on CUDA; on a CPU it must be asked to,
+`CompileConfig._compile_all_devices`). Each way runs --repeat times after one warm-up call (which
+pays for compiling); time per output token is the median step after the first (TTFT apart). The
+tokens must equal the dynamic cache's, or the comparison stops.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+WAYS = ("dynamic", "static", "static+compile")
+
+
+def _kwargs(way: str) -> dict:
+    if way == "dynamic":
+        return {}
+    from transformers import CompileConfig
+
+    if way == "static":
+        return {"cache_implementation": "static", "disable_compile": True}
+    config = CompileConfig(fullgraph=False)
+    config._compile_all_devices = True  # transformers compiles on CUDA only unless told (generation/utils.py)
+    return {"cache_implementation": "static", "compile_config": config}
+
+
+def _once(engine, batch, inputs, way: str) -> tuple[list, float, float]:
+    """One generate call: (new token ids per row, TTFT s, median s per output token after the first)."""
+    kwargs = engine._generate_kwargs()
+    width = inputs["input_ids"].shape[1]
+    rows = engine._row_lengths(batch, width, kwargs)
+    started = time.perf_counter()
+    with engine.torch.inference_mode():
+        out = engine.model.generate(**inputs, **kwargs, **_kwargs(way))
+    steps = rows.step_times
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    return out[:, width:].tolist(), steps[0] - started, statistics.median(gaps)
+
+
+def measure(args) -> dict:
+    from bench.engine_only import decoded_requests
+    from bench.engines import engine_clips
+    from bench.harness import bench_model, job_config
+    from caption.engines.hf_engine import HfEngine
+
+    clips = engine_clips(args.n)
+    lengths = f"{{median:{args.tokens},sigma:0,min:{args.tokens},max:{args.tokens},seed:0}}"  # every row the same
+    job = job_config(clips, [*bench_model(args.model), "engine=hf", f"engine.batch_size={args.n}",
+                             f"sampling.max_new_tokens={args.tokens}", f"benchmark.output_tokens={lengths}"])
+    batch = decoded_requests(job, clips)[: args.n]
+    engine = HfEngine(job.engine_spec)
+    inputs = engine._inputs(batch)
+    runs, reference = {}, None
+    if args.ways[0] != "dynamic":
+        raise SystemExit("--ways: dynamic first (the tokens every other way must equal)")
+    for way in args.ways:
+        print(f"running {way} (first call warms up) ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        tokens, _, _ = _once(engine, batch, inputs, way)
+        warm_up = time.perf_counter() - started
+        reference = tokens if reference is None else reference
+        if tokens != reference:
+            raise SystemExit(f"{way}: other tokens than the dynamic cache's: not the same work")
+        timed = [_once(engine, batch, inputs, way)[1:] for _ in range(args.repeat)]
+        runs[way] = {"first_call_s": round(warm_up, 2), "ttft_s": round(statistics.median(t for t, _ in timed), 4),
+                     "tpot_ms": round(1000 * statistics.median(s for _, s in timed), 2)}
+        print(f"{way}: {runs[way]}", file=sys.stderr, flush=True)
+    engine.close()
+    return {"batch": len(batch), "prompt_tokens": int(inputs["attention_mask"].sum()),
+            "output_tokens_longest": max(r.forced_output_tokens for r in batch), "runs": runs}
+
+
+def table(result: dict) -> list[str]:
+    base = result["runs"]["dynamic"]["tpot_ms"]
+    lines = ["| cache | TPOT p50 (ms) | vs dynamic | TTFT (s) | first call (s, warm-up) |", "|---|---|---|---|---|"]
+    for way, r in result["runs"].items():
+        lines.append(f"| {way} | {r['tpot_ms']:.2f} | {base / r['tpot_ms']:.2f}x | {r['ttft_s']:.3f} | "
+                     f"{r['first_call_s']:.1f} |")
+    return lines
