@@ -14,9 +14,32 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import (chaos, cpu_runtime, decode, decode_memory, engine_only, engines, gpu, installers, lora, memory,
-                   meteor, prefix, prune, quant, resume, runners, sampling, scaleout, scenes, scenes_real, segments,
-                   server, spec, torch_compile)
+from bench import (
+    chaos,
+    cpu_runtime,
+    decode,
+    decode_memory,
+    engine_only,
+    engines,
+    gpu,
+    installers,
+    lora,
+    memory,
+    meteor,
+    prefix,
+    prune,
+    quant,
+    resume,
+    runners,
+    sampling,
+    scaleout,
+    scenes,
+    scenes_real,
+    segments,
+    server,
+    spec,
+    torch_compile,
+)
 from caption.faults import WriteFailed, check_can_write
 from caption.outcome import EXIT_WRITE_FAILED
 

@@ -19,6 +19,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.harness import job_config
 from caption.engines.base import Request
@@ -26,8 +27,11 @@ from caption.prompts import build_prompt
 from video_io.crawl import crawl_videos
 from video_io.workers import DecodePool
 
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
-def decoded_requests(job, clips: Path) -> list[Request]:
+
+def decoded_requests(job: JobConfig, clips: Path) -> list[Request]:
     """The job's requests for every clip of `clips`, keyed and forced as the job keys and forces them
     (the clip's path relative to the folder; benchmark.output_tokens drawn from that key)."""
     videos = crawl_videos(clips)

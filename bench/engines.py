@@ -39,8 +39,18 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from bench.harness import (BENCH_DATA, MODELS, bench_model, clip_set, job_env, measure_bandwidth_gbs, model_dir,
-                           percentile, run_caption, write_results)
+from bench.harness import (
+    BENCH_DATA,
+    MODELS,
+    bench_model,
+    clip_set,
+    job_env,
+    measure_bandwidth_gbs,
+    model_dir,
+    percentile,
+    run_caption,
+    write_results,
+)
 
 SEED = 707  # the engines' clip set (data/bench/engines-seed707-n<N>), shared with compile and cpu-runtime
 # forced output lengths of the engine benchmarks (benchmark.output_tokens), as their defaults

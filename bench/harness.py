@@ -17,11 +17,15 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import caption
 from caption.config import CONF_DIR, REPO_ROOT, SHIPPED_ROOT
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 # the held-out synthetic set: never used in training (seed 101) or in training-time evaluation (202);
 # the model card's table (training/eval_toy.py) and the quantization and sampling benchmarks score on it
@@ -196,7 +200,7 @@ def decoded_clips(name: str, n: int, seed: int, overrides: list[str] = ()) -> tu
     return clips, decoded
 
 
-def requests_for(job, decoded, tasks) -> list:
+def requests_for(job: JobConfig, decoded, tasks) -> list:
     """One engine request per decoded clip and task, with the job's prompt."""
     from caption.engines.base import Request
     from caption.prompts import build_prompt

@@ -52,7 +52,7 @@ def run(args) -> int:
     from eval.meteor import meteor_score
 
     clips, decoded = decoded_clips("lora", args.n, SEED)
-    refs = {json.loads(l)["video"]: json.loads(l) for l in open(clips / "references.jsonl", encoding="utf-8")}
+    refs = {json.loads(line)["video"]: json.loads(line) for line in open(clips / "references.jsonl", encoding="utf-8")}
     videos = [path.rsplit("/", 1)[-1] for path, _ in decoded]
     rows = []
     for label, overrides, adapter in SERVED:

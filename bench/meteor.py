@@ -50,7 +50,7 @@ def make_data(n: int, n_refs: int, seed: int):
     for _ in range(n):
         scene = [rng.choice(SUBJECTS), rng.choice(PLACES), rng.choice(ACTIONS), rng.choice(SCENES)]
 
-        def caption():
+        def caption(scene=scene):
             s, p, a, b = (rng.choice(part) for part in scene)
             first = f"{p} {s} {a}" if rng.random() < 0.5 else f"{s} {p} {a}"
             return f"{first} {b}" if rng.random() < 0.8 else first

@@ -22,8 +22,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench.harness import (BENCH_DATA, HELD_OUT_SEED, MODELS, bench_model, clip_set, run_caption,
-                           write_results)
+from bench.harness import BENCH_DATA, HELD_OUT_SEED, MODELS, bench_model, clip_set, run_caption, write_results
 
 SIZE = (448, 252)  # a 16:9 frame within Qwen2.5-VL's usual budget, both sides multiples of 28
 SPEED_SEED = 606

@@ -34,9 +34,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bench.harness import (BENCH_DATA, MODELS, bench_model, decoded_clips, job_config, job_env, model_dir,
-                           run_caption, write_results)
+from bench.harness import (
+    BENCH_DATA,
+    MODELS,
+    bench_model,
+    decoded_clips,
+    job_config,
+    job_env,
+    model_dir,
+    run_caption,
+    write_results,
+)
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 SEED = 35
 TARGET = 0.9  # the job's rate at least this share of the server's capacity
@@ -66,7 +79,7 @@ def _cpus(text: str) -> set[int]:
 
 
 @contextmanager
-def vllm_server(job, served: str, cpus: set[int], log: Path):
+def vllm_server(job: JobConfig, served: str, cpus: set[int], log: Path):
     """vLLM's OpenAI-compatible server on `cpus` with the job's model and the engine settings its plan
     gives the in-process engine (1 GiB of KV cache, as conf/gpu/cpu.yaml), taking the per-request media
     kwargs the job sends; its URL."""
@@ -108,7 +121,7 @@ def vllm_server(job, served: str, cpus: set[int], log: Path):
             proc.wait()
 
 
-def request_bodies(job, decoded, model: str) -> list[tuple[str, bytes]]:
+def request_bodies(job: JobConfig, decoded, model: str) -> list[tuple[str, bytes]]:
     """(clip, serialized body) of the job's request for each clip: its own body builder, frames, sampling
     and forced length."""
     from caption.engines.server_api import chat_body, sampling_fields
@@ -164,7 +177,7 @@ def _equal(a: dict, b: dict) -> int:
     return sum(1 for key, text in a.items() if b.get(key) == text)
 
 
-def measure(args, clips: Path, decoded, job, url: str, out: Path, overrides: list[str]) -> dict:
+def measure(args, clips: Path, decoded, job: JobConfig, url: str, out: Path, overrides: list[str]) -> dict:
     levels = [int(x) for x in args.inflight.split(",")]
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
     bodies = request_bodies(job, decoded, args.served_model)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from families import get_family
 
+
 @dataclass(frozen=True)
 class PositionLimits:
     """What bounds a request's positions, read once from the checkpoint's config.json."""

@@ -18,8 +18,17 @@ import traceback
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
-from caption.outcome import (EXIT_BUG, EXIT_ENGINE_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE,
-                             EXIT_WRITE_FAILED, JobInterrupted, interrupts)
+from caption.outcome import (
+    EXIT_BUG,
+    EXIT_ENGINE_DIED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT_BUSY,
+    EXIT_USAGE,
+    EXIT_WRITE_FAILED,
+    JobInterrupted,
+    interrupts,
+)
 
 LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does not show
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engines.spec import EngineSpec
 from caption.engines.options import EngineOptions, ServerOptions
+from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
 from caption.prompts import INSTRUCTIONS_KO
@@ -59,7 +60,7 @@ class ModelSettings:
     dtype: str
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
-    preset: dict = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
+    preset: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ class RunnerSettings:
     decode_cpus: float | None = None
     batch_clips: int | None = None
     max_retries: int | None = None
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """What a job that captions reads and writes (a plan_only job has none of them)."""
+    input_dir: Path
+    output: Path
+    summary_path: Path
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,8 @@ class JobConfig:
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
     engine_options: EngineOptions
-    gpu: dict  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
-    quant: dict  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
+    gpu: dict[str, Any]  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
+    quant: dict[str, Any]  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
     sampling: SamplingSettings
     decode: DecodeSpec
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
@@ -106,16 +115,16 @@ class JobConfig:
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
     adapters: tuple[Adapter, ...] = ()
-    speculative: dict | None = None  # vLLM speculative_config
+    speculative: dict[str, Any] | None = None  # vLLM speculative_config
     forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
     add_beside: bool = False  # resume into an output holding records made with other settings, beside them
     # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
     # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
-    settings: dict | None = None
-    segment_settings: dict | None = None
-    settings_ids: dict | None = None
+    settings: dict[str, Any] | None = None
+    segment_settings: dict[str, Any] | None = None
+    settings_ids: dict[tuple[str, str | None, bool], str] | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
     server: ServerOptions | None = None  # engine=server: the server and how to talk to it
@@ -123,9 +132,31 @@ class JobConfig:
     @property
     def engine(self) -> str:
         """vllm or hf, as the plan resolved it."""
+        return self.planned().engine
+
+    def planned(self) -> Plan:
+        """The plan; RuntimeError before caption/planning.py plan_job made it."""
         if self.plan is None:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
-        return self.plan.engine
+        return self.plan
+
+    def expected_ids(self) -> dict[tuple[str, str | None, bool], str]:
+        """The settings_id of each (task, adapter, segmented) record; RuntimeError before plan_job."""
+        if self.settings_ids is None:
+            raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
+        return self.settings_ids
+
+    def record_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `settings` a whole clip's record carries and a segment's; RuntimeError before plan_job."""
+        if self.settings is None or self.segment_settings is None:
+            raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
+        return self.settings, self.segment_settings
+
+    def files(self) -> JobFiles:
+        """The folder captioned and the files written; RuntimeError for a plan_only job, which has none."""
+        if self.input_dir is None or self.output is None or self.summary_path is None:
+            raise RuntimeError("a plan_only job captions no folder and writes no records")
+        return JobFiles(self.input_dir, self.output, self.summary_path)
 
     @property
     def adapter_names(self) -> tuple[str, ...]:
@@ -136,33 +167,43 @@ class JobConfig:
         return ([None] if self.include_base or not self.adapters else []) + list(self.adapter_names)
 
 
-def _require(cfg: DictConfig, key: str):
+def _mapping(node: Any) -> dict[str, Any]:
+    """A config group (a DictConfig node) as a plain dict, interpolations resolved."""
+    value = OmegaConf.to_container(node, resolve=True)
+    if not isinstance(value, dict):
+        raise ConfigError(f"expected a mapping of settings, got {value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _require(cfg: DictConfig, key: str) -> Any:
     if OmegaConf.is_missing(cfg, key):
         raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
     return cfg[key]
 
 
-def _group_key(group: dict, name: str, key: str):
+def _group_key(group: dict[str, Any], name: str, key: str) -> Any:
     """A key every preset of config group `name` sets (its defaults live in conf/<name>/)."""
     if group.get(key) is None:
         raise ConfigError(f"`{name}.{key}` is missing: the conf/{name}/ preset in use must set it")
     return group[key]
 
 
-def _choice(value, allowed, key: str):
+def _choice(value: Any, allowed: Sequence[Any], key: str) -> Any:
     if value not in allowed:
         raise ConfigError(f"`{key}={value}` is not valid; choose one of: {', '.join(map(str, allowed))}")
     return value
 
 
-def _positive(value, key: str, allow_zero: bool = False):
+def _positive(value: Any, key: str, allow_zero: bool = False) -> Any:
     if value is None or (value < 0 if allow_zero else value <= 0):
         raise ConfigError(f"`{key}` must be {'>= 0' if allow_zero else '> 0'}, got {value}")
     return value
 
 
-def _decode_workers(value) -> int | str:
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+def _decode_workers(value: Any) -> int | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
                       f"got {value!r}")
@@ -184,7 +225,7 @@ def _model(cfg: DictConfig) -> ModelSettings:
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
                          max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
-                         trained_on=m.get("trained_on"), preset=OmegaConf.to_container(m, resolve=True))
+                         trained_on=m.get("trained_on"), preset=_mapping(m))
 
 
 def _check_checkpoint(m: DictConfig, path: str) -> None:
@@ -200,7 +241,7 @@ def _check_checkpoint(m: DictConfig, path: str) -> None:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"`model.path={path}`: its config.json cannot be read ({exc})") from None
-    arch = OmegaConf.to_container(m.arch, resolve=True)
+    arch = _mapping(m.arch)
     wrong = get_family(m.family).config_mismatches(arch, config)
     if wrong:
         shown = "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")
@@ -227,7 +268,7 @@ def _size_multiple(cfg: DictConfig) -> int:
     given = cfg.video.get("size_multiple")
     if given is not None:
         return int(_positive(given, "video.size_multiple"))
-    arch = OmegaConf.to_container(cfg.model.arch, resolve=True) if cfg.model.get("arch") else {}
+    arch = _mapping(cfg.model.arch) if cfg.model.get("arch") else {}
     try:
         return get_family(cfg.model.family).size_multiple(arch)
     except KeyError as exc:
@@ -265,7 +306,7 @@ def _segments(cfg: DictConfig) -> SegmentSpec:
 
 
 def _runner(cfg: DictConfig) -> RunnerSettings:
-    r = OmegaConf.to_container(cfg.runner, resolve=True)
+    r = _mapping(cfg.runner)
     name = _choice(r.get("name"), RUNNERS, "runner")
     if name == "local":
         return RunnerSettings(name="local")
@@ -292,7 +333,7 @@ def _prune_rate(cfg: DictConfig) -> float:
     return rate
 
 
-def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None) -> str:
+def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None) -> str:
     """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
     video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
     requested = str(cfg.engine.name)
@@ -325,7 +366,7 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict | 
     return requested
 
 
-def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict | None, pruned: bool) -> None:
+def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None, pruned: bool) -> None:
     """engine=server: what the server decides when it starts cannot be asked of it per request."""
     if spec is not None:
         raise ConfigError(f"`spec={spec['method']}` with engine=server: speculative decoding is the server's (vLLM: "
@@ -349,14 +390,14 @@ def _server(cfg: DictConfig) -> ServerOptions | None:
     if cfg.engine.name != "server":
         return None
     try:
-        return ServerOptions.from_config(OmegaConf.to_container(cfg.engine, resolve=True))
+        return ServerOptions.from_config(_mapping(cfg.engine))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
-def _spec(cfg: DictConfig, model_path: str) -> dict | None:
+def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
-    spec = OmegaConf.to_container(cfg.spec, resolve=True)
+    spec = _mapping(cfg.spec)
     method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
     if method == "none":
         return None
@@ -386,7 +427,7 @@ def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLength
     try:
         if value is not None and not OmegaConf.is_dict(value):
             raise ValueError(f"expected null or a mapping, got {value!r}")
-        lengths = ForcedLengths.from_config(None if value is None else OmegaConf.to_container(value, resolve=True))
+        lengths = ForcedLengths.from_config(None if value is None else _mapping(value))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"`benchmark.output_tokens`: {exc}") from None
     if lengths is not None and lengths.max > sampling.max_new_tokens:
@@ -432,9 +473,9 @@ def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
     return input_dir, output, summary, references
 
 
-def _quant(cfg: DictConfig) -> dict:
+def _quant(cfg: DictConfig) -> dict[str, Any]:
     """The `quant` group; a checkpoint in the user's home (`~/...`) as the engines must open it."""
-    quant = OmegaConf.to_container(cfg.quant, resolve=True)
+    quant = _mapping(cfg.quant)
     if str(quant.get("checkpoint") or "").startswith("~"):
         quant["checkpoint"] = str(Path(quant["checkpoint"]).expanduser())
     return quant
@@ -465,7 +506,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
-    lora = OmegaConf.to_container(cfg.lora, resolve=True)
+    lora = _mapping(cfg.lora)
     max_rank = int(_group_key(lora, "lora", "max_rank"))
     try:
         adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank,
@@ -473,7 +514,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        engine_options = EngineOptions.from_config(OmegaConf.to_container(cfg.engine, resolve=True))
+        engine_options = EngineOptions.from_config(_mapping(cfg.engine))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return JobConfig(
@@ -485,7 +526,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
         model=model, requested_engine=_requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
-        gpu=OmegaConf.to_container(cfg.gpu, resolve=True), quant=_quant(cfg),
+        gpu=_mapping(cfg.gpu), quant=_quant(cfg),
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),

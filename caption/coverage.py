@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 FAILED = "failed"  # a left-out reason of this module's: the segment's caption failed (its records say why)
 
@@ -101,7 +104,7 @@ def _share(part: float, whole: float) -> float | None:
     return round(part / whole, 4) if whole > 0 else None
 
 
-def coverage_of_job(job) -> dict | None:
+def coverage_of_job(job: JobConfig) -> dict | None:
     """job_coverage over the job's output: its segment records (this job's settings), earlier runs' too."""
     ids = {i for (_, _, segmented), i in job.settings_ids.items() if segmented and i}
     return job_coverage(video_coverage(segment_records(job.output, ids))) if ids else None

@@ -16,6 +16,10 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 SAMPLE_BYTES = 1 << 20  # bytes hashed at each of three places of a weights file
 
@@ -64,7 +68,7 @@ def folder_identity(path: str) -> str:
     return _digest(*parts)[:16]
 
 
-def job_settings(job) -> dict:
+def job_settings(job: JobConfig) -> dict:
     """The settings of a planned job that change its captions, shared by all its records."""
     from caption.prompts import SYSTEM_PROMPT_KO
 
@@ -109,7 +113,7 @@ def _served(settings: dict, server: dict) -> dict:
     return {"model": rest.pop("model"), **named, **rest}
 
 
-def adapter_identities(job) -> dict[str | None, str | None]:
+def adapter_identities(job: JobConfig) -> dict[str | None, str | None]:
     """{adapter name: content identity} for the job's variants (None: the base model)."""
     return {None: None, **{a.name: folder_identity(a.path) for a in job.adapters}}
 

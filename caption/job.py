@@ -14,30 +14,35 @@ turns that into the exit status.
 from __future__ import annotations
 
 import time
-from typing import Generator, Iterator
+from pathlib import Path
+from typing import Any, Generator, Iterable, Iterator
 
 from omegaconf import DictConfig
 
 from caption.config import JobConfig, load_job_config
 from caption.console import console
+from caption.engines.base import Engine
 from caption.faults import WriteFailed, check_writable, writing
 from caption.outcome import FailFast, interrupts, stops_recorded
 from caption.output_lock import OutputLock
-from caption.pipeline.record import record_key, record_keys
+from caption.pipeline.record import Record, record_key, record_keys
 from caption.planning import plan_job
 from caption.record_store import RecordStore
 from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
+from caption.runners.base import Runner
 from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
 from video_io.crawl import crawl_videos
 
-Videos = list[tuple[str, str]]  # (key: the clip's path relative to input_dir, path)
+Videos = list[tuple[str, Path]]  # (key: the clip's path relative to input_dir, path)
+Summary = dict[str, Any]  # <output>.summary.json (caption/summary.py)
 
 
-def run_job(cfg: DictConfig, engine=None, videos: Videos | None = None, given=()) -> dict:
+def run_job(cfg: DictConfig, engine: Engine | None = None, videos: Videos | None = None,
+            given: Iterable[str] = ()) -> Summary:
     """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
     `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process.
     `videos`: the clips to caption instead of crawling input_dir (the Python API's file lists).
@@ -47,17 +52,18 @@ def run_job(cfg: DictConfig, engine=None, videos: Videos | None = None, given=()
         try:
             next(records)
         except StopIteration as done:
-            return done.value
+            summary: Summary = done.value
+            return summary
 
 
-def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None,
-                given=()) -> Generator[dict, None, dict]:
+def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | None = None,
+                given: Iterable[str] = ()) -> Generator[Record, None, Summary]:
     """The job as a stream: yields each record once it is written, returns the summary. A caller that
     stops iterating stops the job: decoders and an owned engine are closed, the records written stay,
     and no summary is written for a job its caller abandoned."""
     job = plan_job(load_job_config(cfg))  # a wrong setting or a plan that cannot run fails here, before loading
     check_settings_read(given, cfg, job)  # a key given that this job would not read fails here too
-    if job.plan_only or not job.plan.fits:  # not fitting gets here only in a sweep: a row saying why
+    if job.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
     lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)
     try:
@@ -66,16 +72,18 @@ def job_records(cfg: DictConfig, engine=None, videos: Videos | None = None,
         lock.release()
 
 
-def _locked_job(job: JobConfig, engine, videos: Videos | None, lock: OutputLock) -> Generator[dict, None, dict]:
-    for warning in job.plan.warnings:  # on the terminal and in caption.log; the summary and records keep them
+def _locked_job(job: JobConfig, engine: Engine | None, videos: Videos | None,
+                lock: OutputLock) -> Generator[Record, None, Summary]:
+    files = job.files()
+    for warning in job.planned().warnings:  # on the terminal and in caption.log; the summary and records keep them
         console.warn(f"caption: plan warning: {warning}")
     if lock.unsupported:
         console.warn(f"caption: warning: the filesystem of {job.output} gives no file locks ({lock.unsupported}): "
                      "make sure no other job writes this output while this one runs")
     reset_peak_rss()
     tally = JobTally()
-    found = crawl_videos(job.input_dir) if videos is None else videos
-    store = RecordStore.open(job.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite,
+    found = crawl_videos(files.input_dir) if videos is None else videos
+    store = RecordStore.open(files.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite,
                              expected=job.settings_ids, checked=True)
     tally.kept += [str(store.kept_as)] if store.kept_as is not None else []
     try:
@@ -83,7 +91,8 @@ def _locked_job(job: JobConfig, engine, videos: Videos | None, lock: OutputLock)
     except BaseException:
         store.close()
         raise
-    runner, ended = None, False  # from here on, however the job ends, the summary says how
+    runner: Runner | None = None
+    ended = False  # from here on, however the job ends, the summary says how
     try:
         with stops_recorded(tally):
             todo = _pending(job, found, store, tally)
@@ -108,20 +117,21 @@ def check_outputs(job: JobConfig) -> OutputLock:
     """Before anything loads: the output and summary files are the job's to write (OutputRefused), their
     disk takes files (WriteFailed), no other job writes the output (OutputBusy), and resuming would not mix
     in records made another way. Returns the output's lock, held."""
-    check_summary(job.summary_path, overwrite=job.overwrite)
-    with writing(job.output.parent, "output folder", setting="output"):
-        job.output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
-    for folder, setting in ((job.output.parent, "output"), (job.summary_path.parent, "summary_path")):
+    output, summary = job.files().output, job.files().summary_path
+    check_summary(summary, overwrite=job.overwrite)
+    with writing(output.parent, "output folder", setting="output"):
+        output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
+    for folder, setting in ((output.parent, "output"), (summary.parent, "summary_path")):
         try:  # a read-only, unwritable or full disk: now, before the model loads, not after
             check_writable(folder, "output folder")
         except WriteFailed as exc:
             raise exc.again(setting=setting) from None
-    with writing(job.output.parent, "output folder", setting="output"):
-        lock = OutputLock.acquire(job.output)
+    with writing(output.parent, "output folder", setting="output"):
+        lock = OutputLock.acquire(output)
     try:  # what the output holds, read while no other job can change it
-        check_output(job.output, resume=job.resume, overwrite=job.overwrite)
+        check_output(output, resume=job.resume, overwrite=job.overwrite)
         if not job.overwrite:  # records made another way are never counted as this job's
-            check_settings(job.output, job.settings_ids, (job.settings, job.segment_settings), job.add_beside)
+            check_settings(output, job.expected_ids(), job.record_settings(), job.add_beside)
     except BaseException:
         lock.release()
         raise
@@ -131,13 +141,13 @@ def check_outputs(job: JobConfig) -> OutputLock:
 def _check_sources(job: JobConfig, found: Videos, store: RecordStore, tally: JobTally) -> None:
     """Records made from another file than the one found under their name: refused in one line, or with
     recaption_changed=true captioned anew (caption/sources.py)."""
-    changed = changed_files(job.input_dir, found, store)
+    changed = changed_files(job.files().input_dir, found, store)
     captioned = {video for video, *_ in store.ok}
     # a file whose records are all errors is simply captioned again (a broken clip re-exported in its place);
     # one with a caption of another file is the user's call
     misattributed = {video: why for video, why in changed.items() if video in captioned}
     if misattributed and not job.recaption_changed:
-        refuse_changed(job.output, misattributed)
+        refuse_changed(job.files().output, misattributed)
     store.recaption(changed)
     tally.recaptioned = sorted(changed)
     tally.legacy_videos = legacy_videos(found, store)
@@ -153,14 +163,14 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in keys[key])
     print_job_start(job, len(videos), len(todo), tally.videos_skipped,
-                    start_notes(job, job.output, tally.requests_todo) + resume_notes(videos, todo, store, tally))
+                    start_notes(job, job.files().output, tally.requests_todo) + resume_notes(videos, todo, store, tally))
     return todo
 
 
-def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[dict]:
+def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[Record]:
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
     the file it was made from."""
-    sources = SourceIdentities(job.input_dir, todo)
+    sources = SourceIdentities(job.files().input_dir, todo)
     runner.start()
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.progress)
@@ -181,7 +191,7 @@ def _run(job: JobConfig, runner, todo: Videos, store: RecordStore, tally: JobTal
     tally.generation_ended = time.perf_counter()  # before decoders and engines shut down
 
 
-def _close(runner, store: RecordStore, tally: JobTally, found: Videos) -> dict:
+def _close(runner: Runner | None, store: RecordStore, tally: JobTally, found: Videos) -> dict[str, Any]:
     """Stop the runner (decoders, engines) and close the records; the runner's figures. The tally learns
     which error records stand in the file for the clips found, earlier runs' included."""
     tally.close_progress()

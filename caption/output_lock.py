@@ -27,6 +27,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from caption.records import OutputRefused
 
@@ -105,7 +106,7 @@ class OutputLock:
     def __enter__(self) -> "OutputLock":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -129,7 +130,7 @@ def _write_holder(fd: int) -> None:
         pass  # a full disk: the lock holds all the same, only the name of its holder is missing
 
 
-def _read_holder(fd: int) -> dict | None:
+def _read_holder(fd: int) -> dict[str, Any] | None:
     try:
         data = os.pread(fd, 4096, 0)
         holder = json.loads(data.decode("utf-8"))
@@ -138,7 +139,7 @@ def _read_holder(fd: int) -> dict | None:
     return holder if isinstance(holder, dict) and "pid" in holder else None
 
 
-def _busy_message(output: Path, holder: dict | None) -> str:
+def _busy_message(output: Path, holder: dict[str, Any] | None) -> str:
     if holder:
         who = (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}, started {holder.get('started', '?')}: "
                f"`{holder.get('command', '?')}`")

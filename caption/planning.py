@@ -15,8 +15,8 @@ from pathlib import Path
 from caption.config import ConfigError, JobConfig, load_job_config
 from caption.engines.spec import EngineSpec
 from caption.fingerprint import adapter_identities, job_settings, settings_id
-from caption.prompts import instruction_text
 from caption.generation import sampling_warnings
+from caption.prompts import instruction_text
 from caption.sweep import in_multirun
 from families import get_family
 from quant.devices import resolve_tier, tier_not_here

@@ -19,9 +19,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from caption.faults import WriteFailed, write_whole, writing
-from caption.pipeline.record import RecordKey, record_key, segment_index
+from caption.pipeline.record import Record, RecordKey, record_key, segment_index
 from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
 
 LEGACY_SOURCE = "none recorded"  # RecordStore.sources for a record written before records had `source`
@@ -39,7 +40,7 @@ class RecordStore:
     errors: set[RecordKey] = field(default_factory=set)  # ... and is an error
     redo: dict[RecordKey, str] = field(default_factory=dict)  # key -> why it runs again (retry, file changed)
     segments: dict[str, int] = field(default_factory=dict)  # video -> its segment count, from its records
-    sources: dict[str, list] = field(default_factory=dict)  # video -> the `source` of its records (distinct)
+    sources: dict[str, list[object]] = field(default_factory=dict)  # video -> the `source` of its records (distinct)
     error_text: dict[str, str] = field(default_factory=dict)  # video -> the first error its records give
     repaired_bytes: int = 0
     kept_as: Path | None = None  # the earlier file, renamed, when overwrite=true started afresh
@@ -90,7 +91,7 @@ class RecordStore:
             if self.counts(record):
                 self._note(record)
 
-    def _note(self, record: dict) -> None:
+    def _note(self, record: Record) -> None:
         key = record_key(record)
         self._untidy |= key in self.ok or key in self.errors or key in self.redo
         self.ok.discard(key)
@@ -107,13 +108,13 @@ class RecordStore:
         if record["status"] != "ok":
             self.error_text.setdefault(record["video"], record.get("error") or "unknown error")
 
-    def counts(self, record: dict) -> bool:
+    def counts(self, record: Record) -> bool:
         """Whether a record in the file is one of this job's (made with its settings)."""
         if self.expected is None:
             return True
         return record.get("settings_id") == self.expected.get(expected_key(record))
 
-    def redo_records(self, keys, why: str) -> None:
+    def redo_records(self, keys: Iterable[RecordKey], why: str) -> None:
         """Run these keys again: not done until their new records are written, which replace them."""
         for key in list(keys):
             if key in self.ok or key in self.errors:
@@ -139,10 +140,12 @@ class RecordStore:
         return sorted(self.errors | {k for k, why in self.redo.items() if why == "retry_errors=true"},
                       key=lambda k: (k[0], k[1], str(k[2]), -1 if k[3] is None else k[3]))
 
-    def write(self, record: dict) -> None:
+    def write(self, record: Record) -> None:
         """Append one record in one write. Where the disk takes only part of it (full, failing), the
         file is cut back to the last whole record and WriteFailed says why; should the cut fail too,
         the next open drops the partial line (_load_existing)."""
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is not open for writing")
         data = dumps_record(record).encode("utf-8")
         written = 0
         try:
@@ -160,7 +163,7 @@ class RecordStore:
         self._forget_other_kind(record)
         self._note(record)
 
-    def _forget_other_kind(self, record: dict) -> None:
+    def _forget_other_kind(self, record: Record) -> None:
         """A video retried whole that now comes in segments (or the reverse) replaces its earlier records
         of the other kind too: they are no longer this video's to redo."""
         video, task, adapter, index = record_key(record)
@@ -213,13 +216,13 @@ class RecordStore:
     def _has_new_record(self, video: str) -> bool:
         return any(k[0] == video for k in (*self.ok, *self.errors))
 
-    def _dropped(self, record: dict, earlier: bool) -> bool:
+    def _dropped(self, record: Record, earlier: bool) -> bool:
         """An earlier run's record of this job whose key no longer stands nor runs again: a video retried
         whole that came back in segments, or the reverse (_forget_other_kind)."""
         key = record_key(record)
         return earlier and self.counts(record) and not self.done(key) and key not in self.redo
 
-    def _file_superseded(self, records: list[dict]) -> None:
+    def _file_superseded(self, records: list[Record]) -> None:
         """Append records of changed files to the superseded file, each saying when and why."""
         side = superseded_path(self.path)
         filed = set()

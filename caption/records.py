@@ -26,10 +26,11 @@ from caption.pipeline.record import RECORD_PREFIX, is_record, segment_index
 
 # (task, adapter, segmented) -> the settings_id this job gives such records (caption/fingerprint.py;
 # a segment's record also says how the video was cut: caption/planning.py)
-Expected = dict
+ExpectedKey = tuple[str, "str | None", bool]  # (task, adapter, segmented)
+Expected = dict[ExpectedKey, str]
 
 
-def expected_key(record: dict) -> tuple:
+def expected_key(record: dict) -> ExpectedKey:
     """The key of a record's settings_id in Expected."""
     return record.get("task", "caption"), record.get("adapter"), segment_index(record) is not None
 

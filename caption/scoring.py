@@ -4,18 +4,22 @@ scored (the task, the references field, the clips that have a caption) is eval/s
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 log = logging.getLogger(__name__)
 
 
-def score_captions(job) -> dict:
+def score_captions(job: JobConfig) -> dict:
     """The summary's METEOR keys: per variant (the base model, each adapter) the corpus METEOR over the
     clips (or scenes) with an ok caption, and beside it how many are not captioned and how many failed:
     `meteor`, `meteor_n`, `meteor_missing`, `meteor_errors`, `meteor_field` for the base model, the same
     with `[<adapter>]` for an adapter, and all of them in `meteor_scores` (one entry per variant). Where
     nothing can be scored, `meteor_error` says why."""
     from eval.records import NONE_LABEL, InputError, read_predictions
-    from eval.scope import score_scope, scope_of
+    from eval.scope import scope_of, score_scope
 
     scores, entries = {}, []
     try:

@@ -12,15 +12,16 @@ captioned again without asking: no caption of another file could be taken for it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
 from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
 from caption.records import OutputRefused
-from video_io.identity import compare, file_identity
+from video_io.identity import Identity, StrPath, compare, file_identity
 
 
-def changed_files(input_dir: Path, videos, store: RecordStore) -> dict[str, str]:
+def changed_files(input_dir: Path, videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> dict[str, str]:
     """{video: what differs} for the found clips whose records were made from another file."""
-    changed = {}
+    changed: dict[str, str] = {}
     for key, path in videos:
         for recorded in store.sources.get(key, ()):
             why = compare(recorded, path, input_dir)
@@ -30,7 +31,7 @@ def changed_files(input_dir: Path, videos, store: RecordStore) -> dict[str, str]
     return changed
 
 
-def legacy_videos(videos, store: RecordStore) -> int:
+def legacy_videos(videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> int:
     """Found clips whose records carry no `source` (written before records had one): done by name only."""
     return sum(LEGACY_SOURCE in store.sources.get(key, ()) for key, _ in videos)
 
@@ -50,11 +51,11 @@ def refuse_changed(output: Path, changed: dict[str, str]) -> None:
 class SourceIdentities:
     """Each captioned clip's `source`, worked out once per video (a long video's segments share it)."""
 
-    def __init__(self, input_dir: Path, videos):
+    def __init__(self, input_dir: Path, videos: Iterable[tuple[str, StrPath]]):
         self.input_dir, self.paths = input_dir, {key: path for key, path in videos}
-        self._known: dict[str, dict | None] = {}
+        self._known: dict[str, Identity | None] = {}
 
-    def of(self, video: str) -> dict | None:
+    def of(self, video: str) -> Identity | None:
         if video not in self._known:
             path = self.paths.get(video)
             self._known[video] = None if path is None else file_identity(path, self.input_dir)

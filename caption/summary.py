@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from caption.console import console
 from caption.coverage import coverage_of_job, coverage_warning
@@ -17,6 +18,9 @@ from caption.records import keep_existing
 from caption.scoring import score_captions
 from caption.sweep import write_result
 from caption.terminal import print_plan, print_summary
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 
 @dataclass
@@ -52,7 +56,7 @@ class JobTally:
     legacy_videos: int = 0  # clips whose records carry no `source`: done by name only
     tidy_warning: str | None = None  # the records file could not be tidied at the end (caption/record_store.py)
     clock: StageClock = field(default_factory=StageClock)  # the job's side: decode_wait, write
-    _bar: object = None
+    _bar: Any = None  # a tqdm bar while progress is shown
 
     def start_progress(self, total: int, enabled: bool) -> None:
         if enabled:
@@ -104,7 +108,7 @@ class JobTally:
             self._bar.close()
             self._bar = None
 
-    def summary(self, job, engine_stats: dict) -> dict:
+    def summary(self, job: JobConfig, engine_stats: dict) -> dict:
         now = time.perf_counter()
         gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
         videos_run = len(self.videos_written)  # an interrupted job ran fewer than it set out to
@@ -202,7 +206,7 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def finish(job, tally: JobTally, stats: dict) -> dict:
+def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     """The summary of a job that ended (however): scored, warned, saved, printed. A signal meanwhile is
     noted, not raised (caption/outcome.py interrupts), and the summary says interrupted."""
     summary = tally.summary(job, stats)
@@ -246,7 +250,7 @@ def _saved(save, *args, summary: dict) -> bool:
         return False
 
 
-def run_warnings(job, summary: dict) -> list[str]:
+def run_warnings(job: JobConfig, summary: dict) -> list[str]:
     """What the finished job's own figures say the user should change."""
     warnings = []
     if job.speculative is not None and summary.get("spec_draft_tokens") == 0 and summary.get("output_tokens"):
@@ -265,7 +269,7 @@ def run_warnings(job, summary: dict) -> list[str]:
     return warnings
 
 
-def report_plan(job) -> dict:
+def report_plan(job: JobConfig) -> dict:
     """plan_only (or, in a sweep, a plan that cannot run): the plan printed and saved, nothing run."""
     plan = job.plan.to_dict()
     path = write_result({"plan": plan, "summary": None})

@@ -4,11 +4,15 @@ summary in a few lines (every figure is in the summary file: caption/summary.py)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from caption.console import console
 from caption.coverage import coverage_line
 from caption.faults import free_bytes
 from caption.scoring import meteor_lines
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 
 def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved: bool = True) -> None:
@@ -69,7 +73,7 @@ def _print_failures(failures: list[dict], what: str, path: Path, out) -> None:
         print(f"    ... and {len(failures) - 20} more in {path}", file=out)
 
 
-def print_job_start(job, found: int, todo: int, skipped: int, notes: list[str], out=None) -> None:
+def print_job_start(job: JobConfig, found: int, todo: int, skipped: int, notes: list[str], out=None) -> None:
     """The plan in a few lines, before anything heavy loads."""
     out = out or console.out
     plan, d = job.plan, job.decode
@@ -151,7 +155,7 @@ def resume_notes(videos, todo, store, tally) -> list[str]:
     return notes
 
 
-def start_notes(job, output: Path, records: int) -> list[str]:
+def start_notes(job: JobConfig, output: Path, records: int) -> list[str]:
     """What the user should know before the job starts (warnings about captions are the plan's): a plan
     this runner runs only part of, a disk too small for the records to come."""
     notes = _space_notes(output, records)

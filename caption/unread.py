@@ -13,10 +13,11 @@ read a key the others do, it is a plan warning instead.
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Iterable
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from caption.config import ConfigError
+from caption.config import ConfigError, JobConfig
 
 # settings the plan resolves: a condition on them is checked against what the plan chose
 RESOLVED = {
@@ -94,7 +95,7 @@ def fix(setting: str, condition, override: str) -> str:
     return f"add `{setting}{shown}`"
 
 
-def setting_value(setting: str, cfg, job=None) -> tuple[object, str]:
+def setting_value(setting: str, cfg: DictConfig, job: JobConfig | None = None) -> tuple[object, str]:
     """The setting's value in this job (the plan's, where the plan resolves it) and, where an `auto`
     chose it, words saying so."""
     given = OmegaConf.select(cfg, setting, default=None)
@@ -105,7 +106,7 @@ def setting_value(setting: str, cfg, job=None) -> tuple[object, str]:
     return resolved(job), chosen
 
 
-def unread_settings(overrides, cfg, job=None) -> list[str]:
+def unread_settings(overrides: Iterable[str], cfg: DictConfig, job: JobConfig | None = None) -> list[str]:
     """One line per key given in `overrides` that the job `cfg` describes (planned: `job`) would not read."""
     conditions = read_conditions()
     lines = []
@@ -118,7 +119,7 @@ def unread_settings(overrides, cfg, job=None) -> list[str]:
     return lines
 
 
-def check_settings_read(overrides, cfg, job=None) -> None:
+def check_settings_read(overrides: Iterable[str], cfg: DictConfig, job: JobConfig | None = None) -> None:
     """Refuse (ConfigError, one line) a given key the job would not read; in a sweep, warn in the plan."""
     from caption.sweep import in_multirun
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from caption.faults import WriteFailed, check_can_write, writing
 from caption.outcome import EXIT_WRITE_FAILED
 from eval.records import InputError, read_predictions
-from eval.scope import score_scope, scope_of
+from eval.scope import scope_of, score_scope
 from eval.tokenize_ko import TOKENIZERS
 
 PROG = "caption-meteor"

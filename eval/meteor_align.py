@@ -235,7 +235,7 @@ def _beam_search(cands, fixed, used, weights, n, beam_size):
             w = weights[fm.stage]
             i = fm.mstart
             d = abs(j - i)
-            for neg, chunks, dist, m, last, u, chosen in paths:
+            for _neg, chunks, dist, m, last, u, chosen in paths:
                 m = int(m + w)
                 if last != -1 and last != i:
                     chunks += 1

@@ -9,8 +9,8 @@ attention every 8th block, 2 tokens per second.
 
 from __future__ import annotations
 
-from families.common import qwen
 from families.base import Checkpoint, Family, no_video_text
+from families.common import qwen
 
 # transformers 5.19's Qwen2VLVideoProcessor: size = {shortest_edge, longest_edge} pixels per frame
 VIDEO_PIXEL_DEFAULTS = (128 * 28 * 28, 28 * 28 * 768)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from families.common import qwen
 from families.base import Checkpoint, Family
+from families.common import qwen
 
 # transformers 5.19's Qwen3VLVideoProcessor: size = {shortest_edge, longest_edge} over the whole clip
 VIDEO_PIXEL_DEFAULTS = (128 * 32 * 32, 32 * 32 * 768)

@@ -9,7 +9,7 @@ KV cache for a full batch (the tier's max_num_seqs requests); with none, the sma
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from quant.errors import PlanError
 from quant.tiers import Tier
@@ -21,7 +21,7 @@ def _holds_full_batch(plan, tier: Tier) -> bool:
     return plan.fits and (plan.sequences_fit is None or plan.sequences_fit >= tier.max_num_seqs)
 
 
-def smallest_tp(plan_for: Callable[[int], object], tier: Tier, limit: int) -> tuple[int, object] | None:
+def smallest_tp(plan_for: Callable[[int], Any], tier: Tier, limit: int) -> tuple[int, Any] | None:
     """(tp, plan) for the smallest power of two <= limit holding a full batch; else the smallest that fits."""
     plans, tp = [], 1
     while tp <= limit:
@@ -59,7 +59,7 @@ def _needs(plan_for, tier: Tier, model: dict) -> str:
             f"now {tier.count})")
 
 
-def choose_tensor_parallel(plan_for: Callable[..., object], tier: Tier, model: dict):
+def choose_tensor_parallel(plan_for: Callable[..., Any], tier: Tier, model: dict):
     """The plan with the tensor_parallel_size to use (see the module doc); a refused plan says how many
     GPUs would do. `plan_for(tp)` plans engines of tp GPUs each; `plan_for(tp, preset=...)` another model."""
     if tier.tensor_parallel_size is not None:

@@ -23,13 +23,24 @@ from dataclasses import asdict, dataclass, field
 
 from families import get_family
 from quant.errors import PlanError
+from quant.memory import (
+    GIB,
+    activation_bytes,
+    arch_kv_bytes_per_token,
+    cap_utilization,
+    dtype_bytes,
+    frame_sizes_within,
+    kept_video_tokens,
+    kv_bytes,
+    logits_bytes,
+    video_text_tokens,
+    vision_activation_bytes,
+    vision_tokens,
+    weight_bytes,
+)
 from quant.parallel import choose_tensor_parallel
+from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine, resolve_quant
 from quant.schema import ModelSchema, optional_defaults, required_keys
-from quant.memory import (GIB, activation_bytes, arch_kv_bytes_per_token, cap_utilization,
-                          dtype_bytes, kept_video_tokens, kv_bytes, logits_bytes, video_text_tokens, vision_activation_bytes,
-                          frame_sizes_within, vision_tokens, weight_bytes)
-from quant.rules import (BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine,
-                         resolve_quant)
 from quant.tiers import Tier
 
 OVERHEAD_GIB = 1.0

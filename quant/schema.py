@@ -18,7 +18,6 @@ from typing import Any, Dict, Optional
 
 from omegaconf import MISSING
 
-
 # Keys read only where other settings hold (`read_when`: caption/schema.py preset_key says how; the job
 # refuses such a key given where it would do nothing). gpu.device and quant.method are the plan's: the
 # tier gpu=auto resolved to, the method quant=auto chose.

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from bench.harness import HELD_OUT_SEED, compose_config
 from caption.config import REPO_ROOT
-from caption.planning import load_planned_job
 from caption.engines import build_engine
 from caption.job import run_job
+from caption.planning import load_planned_job
 from eval.meteor import meteor_score
 from video_io.synth.attributes import ClipAttributes
 from video_io.synth.captions_ko import parse_attributes
@@ -73,7 +73,7 @@ def main() -> int:
     if not (folder / "references.jsonl").exists():
         generate_dataset(folder / "clips", args.n, args.seed)
         (folder / "clips" / "references.jsonl").rename(folder / "references.jsonl")
-    references = {json.loads(l)["video"]: json.loads(l) for l in open(folder / "references.jsonl", encoding="utf-8")}
+    references = {json.loads(line)["video"]: json.loads(line) for line in open(folder / "references.jsonl", encoding="utf-8")}
 
     base = [f"input_dir={folder / 'clips'}", f"engine={args.engine}", "progress=false", "resume=false",
             f"video.seek={args.seek}", "overwrite=true"]  # its own outputs: a rerun starts afresh

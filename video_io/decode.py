@@ -36,8 +36,7 @@ import numpy as np
 from video_io.pyav_frames import decode_counters, decode_sampled, packet_index
 from video_io.sampling import TIE_S, SamplingSpec, sample_indices, segment_edges
 from video_io.sizing import fit_size
-from video_io.source import (DecodeError, Probe, Source, first_video_stream, library_reason,
-                             open_source, probe)
+from video_io.source import DecodeError, Probe, Source, first_video_stream, library_reason, open_source, probe
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]

@@ -21,12 +21,16 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Any
+
+Identity = dict[str, Any]  # a record's `source`: input_dir, size, mtime_ns, modified, fingerprint
+StrPath = str | os.PathLike[str]
 
 EDGE_BYTES = 16 * 1024  # hashed at each end of the file
 PIECES, PIECE_BYTES = 8, 4096  # hashed between the ends, evenly spread
 
 
-def fingerprint(path: str | os.PathLike, size: int | None = None) -> str:
+def fingerprint(path: StrPath, size: int | None = None) -> str:
     """The fingerprint of a regular file's bytes (module docstring); OSError if it cannot be read."""
     h = hashlib.blake2b(digest_size=16)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks on a FIFO put in its place
@@ -46,7 +50,7 @@ def fingerprint(path: str | os.PathLike, size: int | None = None) -> str:
     return h.hexdigest()
 
 
-def file_identity(path: str | os.PathLike, input_dir: str | os.PathLike) -> dict | None:
+def file_identity(path: StrPath, input_dir: StrPath) -> Identity | None:
     """`source` for a record made from `path` (found in `input_dir`): size, modification time and
     fingerprint; None when it is not a regular file that can be read (a FIFO, a dangling link, a file
     gone or unreadable: the decoder says what is wrong with it, in its own error record)."""
@@ -57,11 +61,11 @@ def file_identity(path: str | os.PathLike, input_dir: str | os.PathLike) -> dict
         digest = fingerprint(path, st.st_size)
     except OSError:
         return None
-    return {"input_dir": _folder(input_dir), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+    return {"input_dir": _folder(os.fspath(input_dir)), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "modified": _utc(st.st_mtime_ns), "fingerprint": digest}
 
 
-def compare(recorded: dict | None, path: str | os.PathLike, input_dir: str | os.PathLike) -> str | None:
+def compare(recorded: object, path: StrPath, input_dir: StrPath) -> str | None:
     """None when `path` is the file `recorded` (a record's `source`) describes, else what differs, in
     words for a one-line message. A record without `source` (written before records carried one) and a
     file that was not readable then and is not now (both None) compare equal."""
@@ -74,18 +78,18 @@ def compare(recorded: dict | None, path: str | os.PathLike, input_dir: str | os.
     if not stat.S_ISREG(st.st_mode):
         return f"it was {describe(recorded)}; it is now not a regular file"
     if st.st_size == recorded.get("size"):
-        if st.st_mtime_ns == recorded.get("mtime_ns") and _folder(input_dir) == recorded.get("input_dir"):
+        if st.st_mtime_ns == recorded.get("mtime_ns") and _folder(os.fspath(input_dir)) == recorded.get("input_dir"):
             return None
         try:
             if fingerprint(path, st.st_size) == recorded.get("fingerprint"):
                 return None  # moved, copied or touched: the same bytes
         except OSError as exc:
             return f"it was {describe(recorded)}; it cannot be read now ({exc.strerror})"
-    now = {"input_dir": _folder(input_dir), "size": st.st_size, "modified": _utc(st.st_mtime_ns)}
+    now = {"input_dir": _folder(os.fspath(input_dir)), "size": st.st_size, "modified": _utc(st.st_mtime_ns)}
     return f"it was {describe(recorded)}; it is now {describe(now)}"
 
 
-def describe(identity: dict) -> str:
+def describe(identity: Identity) -> str:
     """A file's identity in words: `1,234,567 bytes, modified 2026-11-20 10:00:03 UTC, in /data/day1`."""
     size = identity.get("size")
     size = f"{size:,} bytes" if isinstance(size, int) else "of unknown size"
@@ -93,7 +97,7 @@ def describe(identity: dict) -> str:
 
 
 @functools.lru_cache(maxsize=64)  # one folder for every clip of a job: 30,000 compares, one lookup
-def _folder(input_dir) -> str:
+def _folder(input_dir: str) -> str:
     return os.path.abspath(os.fspath(Path(input_dir).expanduser()))
 
 

@@ -382,7 +382,7 @@ class DecodeStream:
         for conn in wait([w.conn for w in busy], timeout=timeout):
             worker = next(w for w in busy if w.conn is conn)
             try:
-                message = conn.recv()
+                message = worker.conn.recv()
             except (EOFError, OSError):
                 worker.process.join(timeout=5)  # reap it, so its exit code is known
                 self._lost(worker, f"decoder process died ({_exit_reason(worker.process.exitcode)}): "

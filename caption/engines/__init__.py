@@ -3,8 +3,14 @@ engine specification (caption.engines.spec.EngineSpec)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def build_engine(spec):
+if TYPE_CHECKING:
+    from caption.engines.base import Engine
+    from caption.engines.spec import EngineSpec
+
+
+def build_engine(spec: EngineSpec) -> Engine:
     """The engine `spec` names; heavy imports happen only here."""
     if spec.engine == "vllm":
         from caption.engines.vllm_engine import VllmEngine

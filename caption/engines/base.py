@@ -6,9 +6,12 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from video_io.segmenting import SegmentInfo
 
 
 @dataclass
@@ -21,7 +24,7 @@ class Request:
     video_metadata: dict  # total_num_frames, fps, duration, frames_indices, ...
     context: dict = field(default_factory=dict)  # the job's own data, passed through untouched
     forced_output_tokens: int | None = None  # benchmarks only: generate exactly this many tokens (caption/forced_lengths.py)
-    segment: object = None  # the part of a long video the frames come from (video_io.segmenting.SegmentInfo)
+    segment: SegmentInfo | None = None  # the part of a long video the frames come from
 
     @property
     def request_id(self) -> str:
@@ -64,7 +67,7 @@ class Engine(Protocol):
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
         """Generate for a stream of requests; yields results in completion order."""
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Engine counters since the last reset_stats(), for the job summary (e.g. prefix-cache hits)."""
 
     def reset_stats(self) -> None:

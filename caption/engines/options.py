@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, fields
 from urllib.parse import urlsplit, urlunsplit
 
-
 # engine.prepare_ahead: auto prepares the next batch while one generates where the engine computes on a GPU;
 # on a CPU the engine's threads already use every core, and preparing beside them measured slower
 # (docs/benchmarks.md, "The transformers engine prepares the next batch")

@@ -22,8 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, take_ready
-from caption.engines.server_api import (ServerError, ServerGone, call, chat_body, connect, read_answer,
-                                        sampling_fields)
+from caption.engines.server_api import ServerError, ServerGone, call, chat_body, connect, read_answer, sampling_fields
 from caption.engines.spec import EngineSpec
 from caption.outcome import EngineFailure
 

@@ -19,8 +19,12 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text, take_ready
 from caption.engines.spec import EngineSpec
-from caption.engines.vllm_fixes import (DropThreadWarning, enable_video_pruning_on_cpu, guard_kernel_rebind_scan,
-                                        shutdown_llm)
+from caption.engines.vllm_fixes import (
+    DropThreadWarning,
+    enable_video_pruning_on_cpu,
+    guard_kernel_rebind_scan,
+    shutdown_llm,
+)
 from caption.outcome import EngineFailure
 from families import get_family
 

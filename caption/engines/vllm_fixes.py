@@ -71,5 +71,5 @@ def enable_video_pruning_on_cpu() -> None:
                                               and mm_config is not None
                                               and mm_config.is_multimodal_pruning_enabled())
 
-    load_model.sets_pruning_flag = True
+    load_model.sets_pruning_flag = True  # type: ignore[attr-defined]
     CPUModelRunner.load_model = load_model

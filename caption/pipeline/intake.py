@@ -8,26 +8,32 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from caption.admission import PositionLimits, refusal
 from caption.engines.base import Request
-from caption.pipeline.record import error_records, record_keys, result_record
+from caption.pipeline.record import Record, RecordKey, error_records, record_keys, result_record
 from caption.prompts import build_prompt
 from video_io.decode import Clip
 from video_io.workers import DecodeResult
 
+if TYPE_CHECKING:
+    from caption.config import JobConfig
+    from caption.pipeline.supervisor import EngineSupervisor
+    from caption.summary import JobTally
+
 _END = object()
 
 
-def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job, supervisor, limits: PositionLimits,
-                  done, tally) -> Iterator[dict]:
+def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
+                  supervisor: EngineSupervisor, limits: PositionLimits, done: Callable[[RecordKey], bool],
+                  tally: JobTally) -> Iterator[Record]:
     """Decoded clips in, records out: a record per result, and error records for clips that did not
     decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter, segment) has its record;
     `supervisor`: the EngineSupervisor (caption/pipeline/supervisor.py) that owns the engine."""
-    refused: deque[dict] = deque()
+    refused: deque[Record] = deque()
     requests = RequestIntake(decoded, keys, job, done, refused.append, tally, limits)
     for result in supervisor.run(requests, tally):
         while refused:
@@ -37,7 +43,7 @@ def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job, su
         yield refused.popleft()
 
 
-def apply_ablation(clip: Clip, ablation: str) -> np.ndarray:
+def apply_ablation(clip: Clip, ablation: str) -> np.ndarray[Any, Any]:
     """Diagnostics that prove the model reads motion from frame order (see the model card)."""
     if ablation == "reverse":
         return clip.frames[::-1].copy()
@@ -55,7 +61,8 @@ class RequestIntake:
     takes only the clips already decoded instead of stopping its steps for the next ones (where the
     decoded stream cannot say, a list for instance, everything counts as ready)."""
 
-    def __init__(self, decoded: Iterable[DecodeResult], keys: dict[str, str], job, done, emit, tally,
+    def __init__(self, decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
+                 done: Callable[[RecordKey], bool], emit: Callable[[Record], None], tally: JobTally,
                  limits: PositionLimits):
         self.decoded = iter(decoded)
         self._decoded_ready = getattr(self.decoded, "ready", None)
@@ -88,8 +95,8 @@ class RequestIntake:
         """Put requests back at the front (an engine's unsubmitted requests, after it broke)."""
         self.pending.extendleft(reversed(list(requests)))
 
-    def _take(self, result) -> None:
-        if result is _END:
+    def _take(self, result: DecodeResult | object) -> None:
+        if not isinstance(result, DecodeResult):  # _END
             self.ended = True
         else:
             self.pending.extend(self._requests_of(result))
@@ -98,15 +105,15 @@ class RequestIntake:
         job, key, segment = self.job, self.keys[result.path], result.segment
         if segment is not None and segment.index == 0:
             self.tally.scan_s += result.scan_s
-        if not result.ok:
+        clip = result.clip
+        if clip is None:  # not decoded: result.error says why
             for record in error_records(job, self.done, key, f"decode: {result.error}", segment,
                                         decode_s=round(result.seconds, 4)):
                 self.emit(record)
             return []
-        clip = result.clip
         self.tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
-        budget = job.plan.tokens_per_request - job.plan.vision_tokens_per_clip
+        budget = job.planned().tokens_per_request - job.planned().vision_tokens_per_clip
         refused = refusal(len(clip.frames), metadata, self.limits, budget)
         if refused is not None:
             for record in error_records(job, self.done, key, f"refused before generation: {refused}", segment,

@@ -17,37 +17,44 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
+if TYPE_CHECKING:
+    from caption.config import JobConfig
+    from caption.engines.base import Result
+    from video_io.segmenting import SegmentInfo
+
+Record = dict[str, Any]  # one line of the records file, as json.loads reads it
 RecordKey = tuple[str, str, "str | None", "int | None"]  # (video, task, adapter, segment index or None)
 STATUSES = ("ok", "error")
 # Every record this project writes starts with these bytes (`video` is the first key)
 RECORD_PREFIX = b'{"video": '
 
 
-def record_key(record: dict) -> RecordKey:
+def record_key(record: Record) -> RecordKey:
     return record["video"], record.get("task", "caption"), record.get("adapter"), segment_index(record)
 
 
-def segment_index(record: dict) -> int | None:
+def segment_index(record: Record) -> int | None:
     """The record's segment, or None for a caption of the whole clip."""
     value = record.get("segment_index")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def is_record(value) -> bool:
+def is_record(value: object) -> bool:
     """A caption record as this module makes them (the other keys are the job's business)."""
     return (isinstance(value, dict) and isinstance(value.get("video"), str)
             and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
 
 
-def record_keys(job, video: str, segments: int | None = None) -> list[RecordKey]:
+def record_keys(job: JobConfig, video: str, segments: int | None = None) -> list[RecordKey]:
     """One record per (video, task, adapter), adapter None being the base model; per segment too for a
     video split into `segments` (None: the whole clip)."""
-    parts = [None] if segments is None else range(segments)
+    parts: list[int | None] = [None] if segments is None else list(range(segments))
     return [(video, task, adapter, part) for part in parts for adapter in job.variants() for task in job.tasks]
 
 
-def segment_fields(segment) -> dict:
+def segment_fields(segment: SegmentInfo | None) -> dict[str, Any]:
     """A segment's fields in its records (segment: video_io.segmenting.SegmentInfo, or None)."""
     if segment is None:
         return {}
@@ -56,24 +63,27 @@ def segment_fields(segment) -> dict:
     return fields | coverage_fields(segment)
 
 
-def coverage_fields(segment) -> dict:
+def coverage_fields(segment: SegmentInfo) -> dict[str, Any]:
     """What a segment covers (video_io/segmenting.py SegmentInfo): `shots` it spans ({index, start_s,
     end_s} each), `left_out`: the spans of the video no segment covers just before it (and after it,
     for the last segment), each with its reason; `coverage`: the video's seconds, its segments'
     seconds, its transitions' and what is left out in all. Together, a video's records name every
     second its segments leave out."""
-    fields = {}
-    if getattr(segment, "shots", None):
+    fields: dict[str, Any] = {}
+    if segment.shots:
         fields["shots"] = [{"index": i, "start_s": a, "end_s": b} for i, a, b in segment.shots]
-    if getattr(segment, "coverage", None) is not None:
+    if segment.coverage is not None:
         fields["left_out"] = list(segment.left_out)
         fields["coverage"] = dict(segment.coverage)
     return fields
 
 
-def base_record(job, video: str, task: str, adapter: str | None, segment=None) -> dict:
+def base_record(job: JobConfig, video: str, task: str, adapter: str | None,
+                segment: SegmentInfo | None = None) -> Record:
     """The fields every record has; `settings` says how it was made (caption/fingerprint.py)."""
     segmented = segment is not None
+    if job.settings_ids is None:
+        raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
     return {"video": video, **segment_fields(segment), "task": task, "adapter": adapter, "status": None,
             "caption": None, "error": None, "model": job.model.name, "engine": job.engine,
             "settings_id": job.settings_ids[(task, adapter, segmented)],
@@ -82,21 +92,22 @@ def base_record(job, video: str, task: str, adapter: str | None, segment=None) -
             **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
 
 
-def _references_field(job, adapter: str | None) -> dict:
+def _references_field(job: JobConfig, adapter: str | None) -> dict[str, str]:
     """An adapter's records name the references list its captions are scored on (its `references_field`),
     so caption-meteor and the review page score them as the job does (eval/scope.py)."""
-    declared = {a.name: a.references_field for a in getattr(job, "adapters", ())}
+    declared = {a.name: a.references_field for a in job.adapters}
     return {"references_field": declared[adapter]} if adapter in declared else {}
 
 
-def error_records(job, done, key: str, error: str, segment=None, **extra) -> list[dict]:
+def error_records(job: JobConfig, done: Callable[[RecordKey], bool], key: str, error: str,
+                  segment: SegmentInfo | None = None, **extra: Any) -> list[Record]:
     """The error records of a clip (or of one segment of it): one per (task, adapter) without a record yet."""
     index = None if segment is None else segment.index
     return [base_record(job, video, task, adapter, segment) | {"status": "error", "error": error} | extra
             for video, task, adapter, _ in record_keys(job, key) if not done((video, task, adapter, index))]
 
 
-def result_record(result, job) -> dict:
+def result_record(result: Result, job: JobConfig) -> Record:
     """The record of an engine's Result (caption/engines/base.py): its caption or its error, and what
     the decoder and the engine measured."""
     r = result.request

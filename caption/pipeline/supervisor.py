@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
-from caption.engines.base import Request, Result
+from caption.engines.base import Engine, Request, Result
 from caption.outcome import EngineDied, EngineFailure
 from video_io.workers import main_script_hidden
 
+if TYPE_CHECKING:
+    from caption.config import JobConfig
+    from caption.summary import JobTally
 
-def load_engine(job):
+
+def load_engine(job: JobConfig) -> Engine:
     """The engine a planned job names, loaded from the plan's engine specification (a caller that keeps
     it passes it to run_job, e.g. the Python API across calls). vLLM may spawn its engine process: it
     must not run the caller's script again (video_io/workers.py main_script_hidden)."""
     with main_script_hidden():
+        if job.engine_spec is None:
+            raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return build_engine(job.engine_spec)
 
 
@@ -24,20 +30,25 @@ class EngineSupervisor:
     `engine.max_restarts` times), handing the new engine the requests the old one had not started.
     An engine passed in by the caller is used as it is and never restarted or closed."""
 
-    def __init__(self, job, engine=None):
-        self.job, self.engine, self.owned = job, engine, engine is None
+    def __init__(self, job: JobConfig, engine: Engine | None = None):
+        self.job, self.owned = job, engine is None
+        self.engine: Engine | None = engine
         self.restarts = 0
 
     def start(self) -> None:
+        self._running().reset_stats()  # a reused engine reports this job's counters only
+
+    def _running(self) -> Engine:
+        """The engine, loaded first if it is not yet."""
         if self.engine is None:
             self.engine = load_engine(self.job)
-        self.engine.reset_stats()  # a reused engine reports this job's counters only
+        return self.engine
 
-    def run(self, requests: Iterable[Request], tally) -> Iterator[Result]:
+    def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
         stream: Iterator[Request] = iter(requests)  # a RequestIntake keeps its ready() through restarts
         while True:
             try:
-                yield from self.engine.run(stream)
+                yield from self._running().run(stream)
                 return
             except EngineFailure as failure:
                 tally.engine_failures.append(str(failure))
@@ -45,7 +56,7 @@ class EngineSupervisor:
                     raise EngineDied(self._died_message(failure)) from None
                 self.restarts += 1
                 tally.engine_restarts = self.restarts
-                self.engine.close()
+                self._running().close()
                 self.engine = load_engine(self.job)
                 if hasattr(stream, "prepend"):
                     stream.prepend(failure.unsubmitted)
@@ -53,7 +64,7 @@ class EngineSupervisor:
                     stream = itertools.chain(failure.unsubmitted, stream)
 
     def _died_message(self, failure: EngineFailure) -> str:
-        plan, video = self.job.plan, self.job.decode
+        plan, video = self.job.planned(), self.job.decode
         if plan.server is not None:  # engine=server: nothing of the plan's to lower, the server is away
             return (f"{failure} after {self.restarts} restart(s) (engine.max_restarts="
                     f"{self.job.engine_options.max_restarts}, each after engine.retries tries): the records written "
@@ -64,7 +75,7 @@ class EngineSupervisor:
                 f"{settings}, {video.sampling.num_frames} frames of {video.width}x{video.height}. If it ran out of "
                 "memory, lower gpu.max_num_seqs, video.num_frames or the frame size (video.width/height)")
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         if self.engine is None:
             return {}
         try:

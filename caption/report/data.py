@@ -139,7 +139,7 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str | None = None,
     as the job's summary and caption-meteor score them."""
     from eval.meteor import Scorer
     from eval.records import NONE_LABEL, InputError
-    from eval.scope import score_scope, scope_of
+    from eval.scope import scope_of, score_scope
 
     adapter_fields = dict(adapter_fields or {})
     records = [r for c in data.clips for r in c.records]

@@ -4,8 +4,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def make_runner(job, engine=None):
+if TYPE_CHECKING:
+    from caption.config import JobConfig
+    from caption.engines.base import Engine
+    from caption.runners.base import Runner
+
+
+def make_runner(job: JobConfig, engine: Engine | None = None) -> Runner:
     """The runner `job.runner.name` names; `engine`: an already loaded engine (runner=local only)."""
     if job.runner.name == "ray":
         if engine is not None:

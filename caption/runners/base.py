@@ -3,9 +3,15 @@ and closing everything it started."""
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
-Todo = list[tuple[str, object]]  # (key: the clip's path relative to input_dir, path)
+from video_io.identity import StrPath
+
+if TYPE_CHECKING:
+    from caption.pipeline.record import Record, RecordKey
+    from caption.summary import JobTally
+
+Todo = Sequence[tuple[str, StrPath]]  # (key: the clip's path relative to input_dir, path)
 
 
 class Written(Protocol):
@@ -13,7 +19,7 @@ class Written(Protocol):
 
     segments: dict[str, int]  # video -> how many segments its records say it has
 
-    def done(self, key: tuple) -> bool:
+    def done(self, key: RecordKey) -> bool:
         """Whether (video, task, adapter, segment index or None) has its record."""
 
 
@@ -21,11 +27,11 @@ class Runner(Protocol):
     def start(self) -> None:
         """Start decoders and engines (the slow part: seconds to minutes)."""
 
-    def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:
+    def records(self, todo: Todo, store: Written, tally: JobTally) -> Iterator[Record]:
         """Records of the clips in `todo`, as they come; `store` says which records are written already;
         `tally` (caption/summary.py JobTally) counts decoding and engine failures."""
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """The runner's and its engines' figures for the summary."""
 
     def close(self) -> None:

@@ -8,6 +8,10 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caption.config import JobConfig
 
 CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>/pass<n>: one lock file per core group
 CORE_WAIT_S = 60.0  # how long a restarted engine actor waits for the dead one's cores to come free
@@ -27,7 +31,7 @@ def bind_to_cores(cores: list[int]) -> None:
     torch.set_num_threads(len(cores))
 
 
-def claim_cores(job, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):
+def claim_cores(job: JobConfig, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):
     """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
     (runner.engine_cpus of them) no other engine actor of this `scope` (a run's pass) holds, with a lock
     file the OS releases when this process dies, so a restarted actor gets the cores back.

@@ -3,7 +3,7 @@ in this process, fed as a stream (caption/pipeline/intake.py)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from caption.admission import PositionLimits
 from caption.pipeline.intake import caption_clips
@@ -11,9 +11,13 @@ from caption.pipeline.supervisor import EngineSupervisor
 from caption.runners.base import Todo, Written
 from video_io.workers import DecodePool
 
+if TYPE_CHECKING:
+    from caption.config import JobConfig
+    from caption.engines.base import Engine
+
 
 class LocalRunner:
-    def __init__(self, job, engine=None):
+    def __init__(self, job: JobConfig, engine: Engine | None = None):
         self.job, self.supervisor = job, EngineSupervisor(job, engine)
         self.pool: DecodePool | None = None
 

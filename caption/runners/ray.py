@@ -27,13 +27,16 @@ import pickle
 import shutil
 import socket
 import uuid
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
 from caption.config import JobConfig
 from caption.pipeline.record import error_records, record_keys
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
+
+if TYPE_CHECKING:
+    from caption.pipeline.supervisor import EngineSupervisor
 
 
 class RayRunner:
@@ -184,7 +187,7 @@ class _CaptionActor:
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env),
                                       engine_spec=dataclasses.replace(job.engine_spec, env=env))
         self.job = job
-        self.supervisor = None
+        self.supervisor: EngineSupervisor | None = None
         self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
         self.name = f"{socket.gethostname()} pid {os.getpid()}"
 

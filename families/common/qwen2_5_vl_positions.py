@@ -87,6 +87,6 @@ def patch_transformers() -> bool:
         return True
     if not _has_bug(qwen.Qwen2_5_VLModel):
         return False
-    reference_rope_index.__vidcap_patch__ = True
+    reference_rope_index.__vidcap_patch__ = True  # type: ignore[attr-defined]
     qwen.Qwen2_5_VLModel.get_rope_index = reference_rope_index
     return True

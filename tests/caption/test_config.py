@@ -33,7 +33,7 @@ def test_validating_probes_and_plans_nothing_planning_is_the_next_step(compose_c
     assert job.plan is None and job.requested_engine == "auto" and probed == []
     assert job.model.dtype == "float32"  # the preset's, until planned
     with pytest.raises(RuntimeError, match="not planned yet"):
-        job.engine
+        _ = job.engine
     planned = plan_job(job)
     assert probed == ["ram"] and planned.engine == "vllm" and planned.plan.dtype == "bfloat16"
     assert planned.model.dtype == "bfloat16" and planned.model.path == job.model.path

@@ -26,7 +26,7 @@ from caption.export.tables import NAMES
 from caption.outcome import EXIT_USAGE, EXIT_WRITE_FAILED
 from caption.pipeline.record import base_record
 
-JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[],
+JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[], adapters=(),
                       settings_ids=defaultdict(lambda: "3f0c9a1b27de"),
                       settings={"model": "vidcap-ko-tiny", "sampling": "greedy", "frames": "8 uniform"})
 NIGHT = "seoul/night_01.mp4"

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from caption.job import run_job
-
 from tests.video_io.clipmakers import coded_frame, without_moov, write_audio_only, write_clip
 
 pytestmark = pytest.mark.slow

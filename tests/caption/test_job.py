@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from tests.caption.browser import dump_dom
-
 from caption.config import REPO_ROOT
 from caption.job import run_job
+from tests.caption.browser import dump_dom
 
 pytestmark = pytest.mark.slow
 

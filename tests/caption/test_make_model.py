@@ -311,8 +311,8 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
     from transformers import AutoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from caption.planning import load_planned_job
     from caption.job import run_job
+    from caption.planning import load_planned_job
     from families import get_family
     from quant.memory import vision_tokens
     from video_io.decode import decode_clip

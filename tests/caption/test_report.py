@@ -17,7 +17,6 @@ from caption.report.cli import main as report_main
 from caption.report.thumbs import ThumbJob, run_thumbnails
 from eval.cli import score_files
 from eval.meteor import meteor_score
-
 from tests.caption.browser import dump_dom, screenshot
 from tests.caption.misbehaving_thumbnails import hang_or_crash_on_name
 

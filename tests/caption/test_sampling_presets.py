@@ -9,8 +9,8 @@ import pytest
 
 from caption.config import ConfigError
 from caption.planning import load_planned_job
-from families import get_family
 from caption.terminal import print_plan
+from families import get_family
 
 STOP = get_family("qwen2_5_vl").stop
 
@@ -201,7 +201,7 @@ def test_greedy_and_beam_captions_on_both_engines(synth_dir, job_config, vllm_en
                         model=hf_engine.model, processor=hf_engine.processor)
     runs = {"vllm greedy": vllm_engine, "hf greedy": hf_engine, "vllm beam": vllm_beam_engine}
     texts = {name: texts_by_key(engine.run(requests)) for name, engine in runs.items()}
-    for name, results in texts.items():
+    for results in texts.values():
         _assert_captions(list(results.values()), synth_dir, len(requests))
     # with length_penalty 0 both engines rank beams by log-probability alone (their length terms
     # differ: vLLM counts the prompt too), so they must find the same best caption

@@ -56,7 +56,7 @@ def test_help_describes_every_setting_and_group(tmp_path):
     done = subprocess.run([CAPTION, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     text = done.stdout
-    for key, default, help_text in documented_keys():
+    for key, _default, help_text in documented_keys():
         assert f"  {key} = " in text and help_text.split()[0] in text
     for group in ("model", "engine", "gpu", "quant", "lora", "spec", "sampling", "video", "runner"):
         assert f"\n  {group}: " in text and f"    keys ({group}=" in text

@@ -12,8 +12,7 @@ from omegaconf import OmegaConf
 from quant import presets
 from quant.errors import PlanError
 from quant.plan import make_plan
-from quant.rules import METHODS
-from quant.rules import choose_quant
+from quant.rules import METHODS, choose_quant
 from quant.tiers import Tier
 
 KEYS_TO_CHANGE = ("engine=", "quant", "model=", "gpu=", "gpu.", "video.", "model.", "sampling.")

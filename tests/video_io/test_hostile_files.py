@@ -11,12 +11,11 @@ import sys
 
 import pytest
 
+from tests.video_io.clipmakers import write_clip
 from video_io import decode as decode_module
 from video_io.crawl import crawl_videos
 from video_io.decode import DecodeError, DecodeSpec, decode_clip
 from video_io.workers import DecodePool
-
-from tests.video_io.clipmakers import write_clip
 
 SMALL = DecodeSpec(width=56, height=56)
 

@@ -13,13 +13,11 @@ import os
 import numpy as np
 import pytest
 
+from tests.video_io.clipmakers import coded_frame, find_box, read_code, without_moov, write_audio_only, write_clip
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec, sample_indices
 from video_io.timing import clip_timing
 from video_io.workers import DecodePool
-
-from tests.video_io.clipmakers import (coded_frame, find_box, read_code, without_moov,
-                                       write_audio_only, write_clip)
 
 SMALL = DecodeSpec(width=56, height=56)
 

@@ -10,8 +10,7 @@ import pytest
 
 from video_io.decode import DecodeSpec, decode_clip
 from video_io.synth.attributes import DIRECTIONS, OBJECTS, SCENES, SPEEDS, TIMES, WEATHERS, ClipAttributes
-from video_io.synth.captions_ko import (canonical_caption, keywords_answer, parse_attributes,
-                                        reference_captions)
+from video_io.synth.captions_ko import canonical_caption, keywords_answer, parse_attributes, reference_captions
 from video_io.synth.cli import main as synth_main
 from video_io.synth.dataset import SynthSpec, make_clip
 from video_io.synth.render import render_clip

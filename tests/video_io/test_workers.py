@@ -5,10 +5,9 @@ from __future__ import annotations
 import shutil
 import time
 
+from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, slow_on_name
 from video_io.decode import DecodeSpec
 from video_io.workers import DecodePool
-
-from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, slow_on_name
 
 
 def _folder(tmp_path, synth_dir, names):

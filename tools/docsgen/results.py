@@ -101,7 +101,7 @@ def benchmark_snippet(benchmark: str, results: list[Result]) -> str:
     for r in results:  # newest first, so each group's first result is its newest
         groups.setdefault(r.command, []).append(r)
     parts = []
-    for command, members in groups.items():
+    for members in groups.values():
         parts.append(render_result(members[0]))
         if len(members) > 1:
             older = ", ".join(f"[{m.date[:10]}](results/{benchmark}/{m.path.name})" for m in members[1:])
