@@ -40,8 +40,8 @@ from bench import (
     spec,
     torch_compile,
 )
-from caption.faults import WriteFailed, check_can_write
-from caption.outcome import EXIT_WRITE_FAILED
+from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko_outputs.writing import WriteFailed, check_can_write
 
 # subcommand -> module (each has a docstring whose first line is its one-line description,
 # add_arguments(parser) and run(args) -> exit status)

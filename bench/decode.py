@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bench.harness import best_of, write_results
 from caption.config import REPO_ROOT
-from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
+from caption_report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
 from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip
 from video_io.pyav_frames import decode_wanted, packet_index
 from video_io.thumbnails import read_frames, thumbnail_size

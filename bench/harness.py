@@ -228,7 +228,7 @@ def bench_model(model: str) -> list[str]:
     if not (folder / "config.json").is_file():
         print(f"making the {model} model in {folder} (caption-make-model --family qwen2_5_vl --shape {shape})",
               file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "caption.make_model", "--family", "qwen2_5_vl", "--shape", shape,
+        subprocess.run([sys.executable, "-m", "caption_make_model", "--family", "qwen2_5_vl", "--shape", shape,
                         "--out", str(folder), "--force"], check=True)
     return [f"hydra.searchpath=[file://{folder}/vidcap_preset]", f"model=random_qwen2_5_vl_{shape}"]
 

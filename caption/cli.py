@@ -18,7 +18,8 @@ import traceback
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
-from caption.outcome import (
+from caption.outcome import JobInterrupted, interrupts
+from vidcap_ko_outputs.exit_status import (
     EXIT_BUG,
     EXIT_ENGINE_DIED,
     EXIT_INTERRUPTED,
@@ -26,8 +27,6 @@ from caption.outcome import (
     EXIT_OUTPUT_BUSY,
     EXIT_USAGE,
     EXIT_WRITE_FAILED,
-    JobInterrupted,
-    interrupts,
 )
 
 LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does not show
@@ -52,12 +51,12 @@ def install_signal_handlers() -> None:
 def _job(cfg) -> float | None:
     """The Hydra task: one job (one of a sweep's), from its composed config to its exit status."""
     from caption.config import ConfigError
-    from caption.faults import WriteFailed, writing
     from caption.job import run_job
     from caption.output_lock import OutputBusy
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
     from caption.unread import task_overrides
+    from vidcap_ko_outputs.writing import WriteFailed, writing
 
     if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
         sys.exit(EXIT_INTERRUPTED)
@@ -119,8 +118,8 @@ def _compose_and_run() -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from caption.config import CONF_DIR
-    from caption.faults import WriteFailed
     from caption.overrides import paths_as_typed
+    from vidcap_ko_outputs.writing import WriteFailed
 
     sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
     app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)

@@ -22,10 +22,9 @@ from omegaconf import DictConfig
 from caption.config import JobConfig, load_job_config
 from caption.console import console
 from caption.engines.base import Engine
-from caption.faults import WriteFailed, check_writable, writing
 from caption.outcome import FailFast, interrupts, stops_recorded
 from caption.output_lock import OutputLock
-from caption.pipeline.record import Record, record_key, record_keys
+from caption.pipeline.record import record_keys
 from caption.planning import plan_job
 from caption.record_store import RecordStore
 from caption.records import check_output, check_settings, check_summary
@@ -35,6 +34,8 @@ from caption.sources import SourceIdentities, changed_files, legacy_videos, refu
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
+from vidcap_ko_outputs.record import Record, record_key
+from vidcap_ko_outputs.writing import WriteFailed, check_writable, writing
 from video_io.crawl import crawl_videos
 
 Videos = list[tuple[str, Path]]  # (key: the clip's path relative to input_dir, path)

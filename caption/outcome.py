@@ -1,29 +1,17 @@
-"""How a job ends: the exit statuses a scheduler reads, and the exceptions that stop a job early.
-
-    0    every (video, task, adapter) of the job ended `ok`
-    1    an unexpected error inside vidcap-ko (a bug: the traceback says where)
-    2    a bad config, or an `output` / summary file the job refuses to write; nothing ran
-    3    the job finished, but some records are errors (or fail_fast stopped it at the first one), this
-         run's or earlier runs' that it did not run again (retry_errors=true does)
-    4    the inference engine died and could not be restarted; records written so far stay valid
-    5    a file the job writes could not be written (disk full, read-only filesystem, permission
-         denied, I/O error): the message names it; records written so far stay whole, re-run to resume
-    6    another job is writing the same output (its pid, host and start are named); nothing ran
-    130  interrupted (SIGINT / SIGTERM); records written so far stay valid, re-run to resume
-"""
+"""How a job ends: the exceptions that stop a job early, and the exit status a summary gives
+(vidcap_ko_outputs/exit_status.py lists the statuses)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-EXIT_OK = 0
-EXIT_BUG = 1
-EXIT_USAGE = 2
-EXIT_FAILED_RECORDS = 3
-EXIT_ENGINE_DIED = 4
-EXIT_WRITE_FAILED = 5
-EXIT_OUTPUT_BUSY = 6
-EXIT_INTERRUPTED = 130
+from vidcap_ko_outputs.exit_status import (
+    EXIT_ENGINE_DIED,
+    EXIT_FAILED_RECORDS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_WRITE_FAILED,
+)
 
 
 class JobInterrupted(BaseException):
@@ -84,8 +72,8 @@ class FailFast(Exception):
 def stops_recorded(tally):
     """However the job's run stops early, the tally says how (its `stopped` and `stop_reason`) and the job
     goes on to its summary: a signal, an engine dead past its restarts, fail_fast, a disk that refused a
-    record (caption/faults.py). A bug, or a caller that abandons the job's records, still propagates."""
-    from caption.faults import WriteFailed
+    record (vidcap_ko_outputs/writing.py). A bug, or a caller that abandons the job's records, still propagates."""
+    from vidcap_ko_outputs.writing import WriteFailed
 
     try:
         try:

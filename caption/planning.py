@@ -22,6 +22,7 @@ from families import get_family
 from quant.devices import resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
+from video_io.footage_kind import footage_kind
 
 
 def total_ram_gib() -> float:
@@ -160,12 +161,12 @@ def plan_job(job: JobConfig) -> JobConfig:
 
 
 def foreign_footage_warnings(job: JobConfig) -> list[str]:
-    """A checkpoint that knows only synthetic clips (the embedded model) pointed at other footage."""
-    from video_io.synth.dataset import is_synth_folder
-
-    if job.model.trained_on != "caption-synth" or job.input_dir is None or is_synth_folder(job.input_dir):
+    """A checkpoint that knows only one kind of footage (the embedded model: caption-synth's clips) pointed at
+    another folder."""
+    trained_on = job.model.trained_on
+    if trained_on is None or job.input_dir is None or footage_kind(job.input_dir) == trained_on:
         return []
-    return [f"{job.model.name} knows only caption-synth clips: on this folder its captions will be nonsense. "
+    return [f"{job.model.name} knows only {trained_on} clips: on this folder its captions will be nonsense. "
             "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from caption.faults import WriteFailed, write_whole, writing
-from caption.pipeline.record import Record, RecordKey, record_key, segment_index
 from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
+from vidcap_ko_outputs.record import Record, RecordKey, record_key, segment_index
+from vidcap_ko_outputs.writing import WriteFailed, write_whole, writing
 
 LEGACY_SOURCE = "none recorded"  # RecordStore.sources for a record written before records had `source`
 

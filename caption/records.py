@@ -21,8 +21,8 @@ import os
 import time
 from pathlib import Path
 
-from caption.faults import writing
-from caption.pipeline.record import RECORD_PREFIX, is_record, segment_index
+from vidcap_ko_outputs.record import RECORD_PREFIX, is_record, segment_index
+from vidcap_ko_outputs.writing import writing
 
 # (task, adapter, segmented) -> the settings_id this job gives such records (caption/fingerprint.py;
 # a segment's record also says how the video was cut: caption/planning.py)

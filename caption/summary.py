@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from caption.console import console
 from caption.coverage import coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
-from caption.faults import WriteFailed, write_whole, writing
 from caption.outcome import exit_status, interrupts
-from caption.pipeline.record import record_key
 from caption.records import keep_existing
 from caption.scoring import score_captions
 from caption.sweep import write_result
 from caption.terminal import print_plan, print_summary
+from vidcap_ko_outputs.record import record_key
+from vidcap_ko_outputs.writing import WriteFailed, write_whole, writing
 
 if TYPE_CHECKING:
     from caption.config import JobConfig

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from caption.console import console
 from caption.coverage import coverage_line
-from caption.faults import free_bytes
 from caption.scoring import meteor_lines
+from vidcap_ko_outputs.writing import free_bytes
 
 if TYPE_CHECKING:
     from caption.config import JobConfig

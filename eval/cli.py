@@ -28,11 +28,11 @@ import os
 import sys
 from pathlib import Path
 
-from caption.faults import WriteFailed, check_can_write, writing
-from caption.outcome import EXIT_WRITE_FAILED
 from eval.records import InputError, read_predictions
 from eval.scope import scope_of, score_scope
 from eval.tokenize_ko import TOKENIZERS
+from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko_outputs.writing import WriteFailed, check_can_write, writing
 
 PROG = "caption-meteor"
 LIST_MAX = 5  # how many video names to show in the table per category
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except WriteFailed as exc:  # --per-item: a disk that refuses it (caption/faults.py)
+    except WriteFailed as exc:  # --per-item: a disk that refuses it (vidcap_ko_outputs/writing.py)
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """What a METEOR score of a caption job's records is computed over: one decision for every place that
 scores them (the job's summary and so its sweep row: caption/scoring.py; the review page:
-caption/report/data.py; `caption-meteor`: eval/cli.py).
+caption_report/data.py; `caption-meteor`: eval/cli.py).
 
 - **The task.** References describe captions: the `caption` task is scored. Records of the job's other
   tasks (keywords, motion) have no references and are refused, in the words `no_references` gives,
@@ -24,16 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.records import NONE_LABEL, InputError, Prediction, Reference, match, read_references
+from vidcap_ko_outputs.record import TASKS
 
 SCORED_TASK = "caption"  # the task references describe
 BASE_FIELD = "references"  # the base model's list (caption-synth's references.jsonl)
 
 
 def tasks_without_references() -> set[str]:
-    """The caption job's tasks that references do not describe (caption/prompts.py names the tasks)."""
-    from caption.prompts import INSTRUCTIONS_KO
-
-    return set(INSTRUCTIONS_KO) - {SCORED_TASK}
+    """The caption job's tasks that references do not describe (the record format names the tasks)."""
+    return set(TASKS) - {SCORED_TASK}
 
 
 def no_references(tasks) -> str:

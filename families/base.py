@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """How `caption-make-model` writes a random-weight checkpoint of the family (caption/make_model)."""
+    """How `caption-make-model` writes a random-weight checkpoint of the family (caption_make_model)."""
 
     builtin: dict[str, dict]  # shape (tiny, cpu) -> arch numbers, in the vocabulary of conf/model/*.yaml `arch:`
     job: dict[str, dict]  # shape (tiny, cpu) -> what the job feeds it: frames, frame_side, max_model_len

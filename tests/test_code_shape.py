@@ -9,7 +9,8 @@ from pathlib import Path
 
 from caption.config import REPO_ROOT
 
-PACKAGES = ("caption", "video_io", "quant", "eval", "families", "bench")
+PACKAGES = ("caption", "video_io", "quant", "eval", "families", "bench", "caption_report", "caption_export",
+            "caption_make_model", "vidcap_ko_outputs", "vidcap_ko_files", "vidcap_ko_setup")
 MAX_FUNCTION_LINES = 60
 
 
@@ -62,6 +63,30 @@ def test_no_import_cycle_among_the_projects_modules():
         if name not in state:
             visit(name)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_import_cycle_among_the_projects_packages():
+    """Packages point one way: eval/ scores text and imports nothing of caption/ (the record format both read
+    is vidcap_ko_outputs/), quant/ imports nothing of caption/, and the tools that read records
+    (caption_report/, caption_export/) are imported by none of the job's packages."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for name, path in modules.items():
+        graph[name.split(".")[0]] |= {m.split(".")[0] for m, _, _ in _imports(path, name, modules)}
+    for package in graph:
+        graph[package].discard(package)
+    cycles = []
+    for package in PACKAGES:
+        reached, frontier = set(), set(graph[package])
+        while frontier:
+            nxt = frontier.pop()
+            if nxt not in reached:
+                reached.add(nxt)
+                frontier |= graph.get(nxt, set())
+        if package in reached:
+            cycles.append(package)
+    assert not cycles, "packages that import themselves back: " + ", ".join(
+        f"{p} (imports {', '.join(sorted(graph[p]))})" for p in cycles)
 
 
 def test_no_module_takes_another_modules_private_names():

@@ -141,6 +141,6 @@ if [ "$ENGINE" = cpu ]; then  # broken on CPU torch and unused: removing them ke
   step "$VENV: without torchaudio, torchcodec (CUDA-only here)" \
     "$UV" pip uninstall --python "$VENV/bin/python" torchaudio torchcodec || fail "could not remove torchaudio/torchcodec"
 fi
-tv_shim() { "$VENV/bin/python" -m caption.torchvision_shim install && "$VENV/bin/python" -m caption.torchvision_shim check; }
+tv_shim() { "$VENV/bin/python" -m vidcap_ko_setup.torchvision_shim install && "$VENV/bin/python" -m vidcap_ko_setup.torchvision_shim check; }
 step "$VENV: torchvision importable beside CPU torch" tv_shim || fail "the torchvision shim failed its check"
 echo "setup: done in $((SECONDS - started)) s"

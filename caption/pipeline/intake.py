@@ -14,8 +14,9 @@ import numpy as np
 
 from caption.admission import PositionLimits, refusal
 from caption.engines.base import Request
-from caption.pipeline.record import Record, RecordKey, error_records, record_keys, result_record
+from caption.pipeline.record import error_records, record_keys, result_record
 from caption.prompts import build_prompt
+from vidcap_ko_outputs.record import Record, RecordKey
 from video_io.decode import Clip
 from video_io.workers import DecodeResult
 

@@ -1,16 +1,14 @@
-"""The record format: one JSON object per (video, task, adapter) — per (video, segment, task, adapter)
-for a video split into segments — the one place its fields are made.
+"""The record stage: a job's records, made here and nowhere else. One JSON object per (video, task,
+adapter) — per (video, segment, task, adapter) for a video split into segments; the format's keys and
+what a reader may rely on are vidcap_ko_outputs/record.py's, which eval/ and the tools read too.
 
-Every record starts with `video` (so a cut-off last line can be told from another tool's text:
-RECORD_PREFIX), then task, adapter, status (ok | error), caption, error, the model and engine, and
-`settings` with its `settings_id` (how it was made: caption/fingerprint.py); an adapter's record names
-the references list it is scored on (`references_field`). A segment's record adds
+Every record starts with `video`, then task, adapter, status (ok | error), caption, error, the model and
+engine, and `settings` with its `settings_id` (how it was made: caption/fingerprint.py); an adapter's
+record names the references list it is scored on (`references_field`). A segment's record adds
 `segment_index`, `segments` (how many the video has: what tells a resumed job whether the video is
 complete), `start_s` and `end_s` (seconds of the source video), and what it covers (`shots`,
 `left_out`, `coverage`: coverage_fields); a whole clip's record has none of them, as before segments
 existed. A result adds what the engine and the decoder report.
-caption/records.py stores records, eval/ scores them and the review page (caption/report/) shows
-them, all through this module.
 """
 
 from __future__ import annotations
@@ -19,32 +17,12 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from vidcap_ko_outputs.record import Record, RecordKey
+
 if TYPE_CHECKING:
     from caption.config import JobConfig
     from caption.engines.base import Result
     from video_io.segmenting import SegmentInfo
-
-Record = dict[str, Any]  # one line of the records file, as json.loads reads it
-RecordKey = tuple[str, str, "str | None", "int | None"]  # (video, task, adapter, segment index or None)
-STATUSES = ("ok", "error")
-# Every record this project writes starts with these bytes (`video` is the first key)
-RECORD_PREFIX = b'{"video": '
-
-
-def record_key(record: Record) -> RecordKey:
-    return record["video"], record.get("task", "caption"), record.get("adapter"), segment_index(record)
-
-
-def segment_index(record: Record) -> int | None:
-    """The record's segment, or None for a caption of the whole clip."""
-    value = record.get("segment_index")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def is_record(value: object) -> bool:
-    """A caption record as this module makes them (the other keys are the job's business)."""
-    return (isinstance(value, dict) and isinstance(value.get("video"), str)
-            and value.get("status") in STATUSES and isinstance(value.get("task", "caption"), str))
 
 
 def record_keys(job: JobConfig, video: str, segments: int | None = None) -> list[RecordKey]:

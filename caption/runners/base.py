@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 from video_io.identity import StrPath
 
 if TYPE_CHECKING:
-    from caption.pipeline.record import Record, RecordKey
     from caption.summary import JobTally
+    from vidcap_ko_outputs.record import Record, RecordKey
 
 Todo = Sequence[tuple[str, StrPath]]  # (key: the clip's path relative to input_dir, path)
 

@@ -15,8 +15,9 @@ from collections import Counter
 
 import pytest
 
-from caption.outcome import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE, EngineDied
+from caption.outcome import EngineDied
 from tests.caption.processes import HELD, hold_a_decoder
+from vidcap_ko_outputs.exit_status import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")

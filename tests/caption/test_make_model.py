@@ -21,9 +21,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from caption.config import CONF_DIR, REPO_ROOT
-from caption.make_model import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
-from caption.make_model.common import is_embedding, meta_model, release_tensors
 from caption.prompts import build_prompt
+from caption_make_model import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
+from caption_make_model.common import is_embedding, meta_model, release_tensors
 
 GREEDY_TOKENS = 16
 FRAME_SIDE = 64  # tiny frames keep both engines small
@@ -192,7 +192,7 @@ def test_shapes_without_numbers_are_refused_in_one_line(tmp_path):
     with pytest.raises(MakeModelError, match="no preset conf/model/qwen3_vl_3b.yaml"):
         make_checkpoint("qwen3_vl", "3b", tmp_path / "x")
     assert not (tmp_path / "x").exists()
-    run = subprocess.run([sys.executable, "-m", "caption.make_model", "--family", "llava_next_video", "--shape",
+    run = subprocess.run([sys.executable, "-m", "caption_make_model", "--family", "llava_next_video", "--shape",
                           "3b", "--out", str(tmp_path / "y")], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
     assert run.returncode == 2

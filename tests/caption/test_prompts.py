@@ -7,6 +7,7 @@ from transformers import AutoProcessor
 
 from caption.prompts import INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
 from families import FAMILIES
+from vidcap_ko_outputs.record import TASKS
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -35,3 +36,8 @@ def test_unknown_family_and_task_name_the_choices():
         build_prompt("gpt5_vision")
     with pytest.raises(ValueError, match="known: caption"):
         build_prompt("qwen2_5_vl", "poem")
+
+
+def test_every_task_of_the_record_format_has_an_instruction():
+    # a record's `task` (vidcap_ko_outputs/record.py TASKS, what eval/ and the tools read) is a named instruction
+    assert tuple(INSTRUCTIONS_KO) == TASKS

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from caption.outcome import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from tests.caption.processes import HELD, hold_a_decoder
+from vidcap_ko_outputs.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from video_io.identity import compare, file_identity, fingerprint
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from caption.outcome import EXIT_USAGE
 from caption.schema import documented_keys
+from vidcap_ko_outputs.exit_status import EXIT_USAGE
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 

@@ -108,7 +108,7 @@ def test_clean_caption_removes_what_cannot_be_text():
 
 
 def test_the_review_page_shows_flagged_captions_and_the_jobs_warnings(tmp_path):
-    from caption.report.cli import main as report_main
+    from caption_report.cli import main as report_main
     from tests.caption.browser import dump_dom
 
     warning = "vidcap-ko-tiny knows only caption-synth clips: on this folder its captions will be nonsense."

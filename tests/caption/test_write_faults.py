@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from caption.faults import WriteFailed, check_writable
-from caption.outcome import EXIT_WRITE_FAILED
 from caption.record_store import RecordStore
 from caption.summary import save_summary
+from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko_outputs.writing import WriteFailed, check_writable
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}

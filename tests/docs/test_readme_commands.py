@@ -106,7 +106,7 @@ def test_readme_command_runs_as_written(command, tmp_path):
 
         check_parser(build_parser, args)
     elif program == "caption-report":
-        from caption.report.cli import build_parser
+        from caption_report.cli import build_parser
 
         check_parser(build_parser, args)
     elif program == "caption-bench":

@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 
 import families
 from caption.config import CONF_DIR, REPO_ROOT
-from caption.make_model import FAMILY_NAMES, build_config
-from caption.make_model.common import meta_model
 from caption.prompts import SYSTEM_PROMPT_KO, build_prompt
+from caption_make_model import FAMILY_NAMES, build_config
+from caption_make_model.common import meta_model
 from families import FAMILIES, Family, UnknownFamily, family_of_checkpoint, get_family
 from quant import memory
 

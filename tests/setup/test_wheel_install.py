@@ -85,7 +85,7 @@ def _image() -> Path:
     _check(_user_pip(python, "install", "-q", "--no-deps", f"torchvision=={IMAGE_TORCHVISION}"),
            "installing torchvision")
     # PyPI's torchvision is a CUDA build; beside a CPU torch it needs the project's shim to import
-    subprocess.run([str(python), str(REPO_ROOT / "caption" / "torchvision_shim.py"), "install"], check=True,
+    subprocess.run([str(python), str(REPO_ROOT / "vidcap_ko_setup" / "torchvision_shim.py"), "install"], check=True,
                    capture_output=True, cwd=IMAGE)
     done_marker.write_text("ready\n")
     return IMAGE
@@ -149,7 +149,7 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
                     "assets/adapters/vidcap-ko-detailed/adapter_model.safetensors",
                     "assets/models/vidcap-ko-draft/model.safetensors"):
         assert f"vidcap_ko_files/{shipped}" in names, f"the wheel lacks {shipped}"
-    assert "caption/report/page.html" in names and "video_io/nvdec_measured.json" in names
+    assert "caption_report/page.html" in names and "video_io/nvdec_measured.json" in names
 
     env_dir = tmp_path / "env"
     subprocess.run([BASE_PYTHON, "-m", "venv", str(env_dir)], check=True)

@@ -140,7 +140,7 @@ def test_synthetic_long_videos_come_with_references_per_scene(long_dir, tmp_path
     lines = [json.loads(line) for line in open(long_dir / "references.jsonl", encoding="utf-8")]
     assert [(r["video"], r["start_s"], r["end_s"], r["references"]) for r in lines] == \
         [(v, s["start_s"], s["end_s"], s["references"]) for v, t in truth.items() for s in t["scenes"]]
-    assert all(r["attributes"] for r in lines)  # --style clip: what the embedded model knows (is_synth_folder)
+    assert all(r["attributes"] for r in lines)  # --style clip: what the embedded model knows (video_io/footage_kind.py)
     generate_long(tmp_path, 1, seed=11, spec=LongSpec(n_scenes=2))  # footage style: drawn otherwise
     assert not any("attributes" in json.loads(line) for line in open(tmp_path / "references.jsonl"))
     with pytest.raises(ValueError, match="style must be one of footage, clip"):

@@ -1,7 +1,7 @@
 """Reference tables computed from the code and conf/, one function per generated snippet:
 the GPU tiers (conf/gpu/ through quant/'s planner), the quantization rule (quant/rules.py), the model
 presets (conf/model/ through quant/memory.py), the sampling presets (conf/sampling/), the exit
-statuses (caption/outcome.py) and the scale-out model (bench/scaleout.py)."""
+statuses (vidcap_ko_outputs/exit_status.py) and the scale-out model (bench/scaleout.py)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def _composed(conf_dir: Path, group: str, option: str) -> dict:
 
 
 def exit_statuses() -> str:
-    """caption/outcome.py's docstring lists the statuses; each must be one of its EXIT_ constants."""
-    import caption.outcome as outcome
+    """vidcap_ko_outputs/exit_status.py's docstring lists the statuses; each must be one of its EXIT_ constants."""
+    import vidcap_ko_outputs.exit_status as outcome
 
     constants = {value for name, value in vars(outcome).items() if name.startswith("EXIT_")}
     rows, listed = [], set()
@@ -81,9 +81,9 @@ def exit_statuses() -> str:
         elif rows and line.startswith(" " * 9) and line.strip():
             rows[-1][1] += " " + line.strip()
     if listed != constants:
-        raise ValueError(f"caption/outcome.py: its docstring lists exit statuses {sorted(listed)}, its EXIT_ "
+        raise ValueError(f"vidcap_ko_outputs/exit_status.py: its docstring lists exit statuses {sorted(listed)}, its EXIT_ "
                          f"constants are {sorted(constants)}")
-    return page("caption/outcome.py", table(["status", "meaning"], [[f"`{s}`", text] for s, text in rows]))
+    return page("vidcap_ko_outputs/exit_status.py", table(["status", "meaning"], [[f"`{s}`", text] for s, text in rows]))
 
 
 def scaleout_model() -> str:

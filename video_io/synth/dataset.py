@@ -14,12 +14,11 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.footage_kind import REFERENCES_FILE
 from video_io.synth.attributes import ClipAttributes, draw_attributes
 from video_io.synth.captions_ko import detailed_references, reference_captions
 from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import render_clip
-
-REFERENCES_FILE = "references.jsonl"
 
 
 @dataclass(frozen=True)
@@ -105,13 +104,3 @@ def generate_dataset(out_dir: Path, n: int, seed: int, spec: SynthSpec = SynthSp
             refs.write(json.dumps(record, ensure_ascii=False) + "\n")
     partial.replace(refs_path)
     return refs_path
-
-
-def is_synth_folder(folder: Path) -> bool:
-    """Whether `folder` is caption-synth output: its references.jsonl carries the generator's attributes."""
-    try:
-        with open(Path(folder) / REFERENCES_FILE, encoding="utf-8") as refs:
-            first = json.loads(refs.readline())
-    except (OSError, ValueError):
-        return False
-    return isinstance(first, dict) and {"scene", "object", "direction"} <= set(first.get("attributes") or {})

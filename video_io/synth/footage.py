@@ -32,10 +32,11 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.footage_kind import REFERENCES_FILE
 from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
-from video_io.synth.dataset import REFERENCES_FILE, rgb_to_yuv420p
+from video_io.synth.dataset import rgb_to_yuv420p
 from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import object_track, render_background, render_object
 

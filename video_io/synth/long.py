@@ -38,9 +38,10 @@ from pathlib import Path
 import av
 import numpy as np
 
+from video_io.footage_kind import REFERENCES_FILE
 from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
-from video_io.synth.dataset import REFERENCES_FILE, SynthSpec, make_clip, rgb_to_yuv420p
+from video_io.synth.dataset import SynthSpec, make_clip, rgb_to_yuv420p
 from video_io.synth.footage import FootageScene, FootageSpec
 from video_io.synth.mux import encode_all, timed_frames
 
@@ -278,7 +279,7 @@ def scene_references(video: str, scene: dict, spec: LongSpec) -> dict:
     """A references.jsonl line for one scene (caption-meteor and the job score each segment's caption
     against the scene it overlaps most). Drawn as caption-synth draws its clips, the scenes are what
     the embedded model knows: those lines carry the attributes, as caption-synth's do
-    (video_io/synth/dataset.py is_synth_folder)."""
+    (video_io/footage_kind.py footage_kind)."""
     known = {"attributes": scene["attributes"]} if spec.style == "clip" else {}
     return {"video": video, "start_s": scene["start_s"], "end_s": scene["end_s"], "clip": scene["clip"],
             **known, "references": scene["references"]}

@@ -9,7 +9,7 @@ from caption.coverage import video_coverage
 def timelines(clips) -> dict[str, dict]:
     """{video: {"d": duration, "c": seconds captioned, "seg": [[start, end, ok], ...], "cuts": [shot
     starts after the first], "gap": [[start, end, reason], ...]}} for the videos whose segment records
-    say what they cover (clips: caption/report/data.py ClipEntry)."""
+    say what they cover (clips: caption_report/data.py ClipEntry)."""
     records = [r for c in clips if c.segment is not None for r in c.records]
     covered = video_coverage(records)
     out = {}

@@ -1,15 +1,15 @@
 """`caption-export RECORDS --format vtt|srt|csv|parquet`: subtitles and tables from a caption job's records.
 
-vtt / srt: one subtitle file per video (its `ok` captions as cues at their times: caption/export/cues.py),
+vtt / srt: one subtitle file per video (its `ok` captions as cues at their times: caption_export/cues.py),
 named after the video and mirroring its subfolders under `--out` (default: `<RECORDS stem>-<format>/`
 beside RECORDS; give the clips folder to put each file beside its video, where players find it). One
 task and one adapter: `--task` (default caption) and `--adapter` (default: the base model, 'none').
-csv / parquet: one row per record, errors included (caption/export/tables.py), into one file (default:
+csv / parquet: one row per record, errors included (caption_export/tables.py), into one file (default:
 `<RECORDS stem>.<format>` beside RECORDS); every task and adapter unless `--task` / `--adapter` pick.
 
 Nothing is overwritten: an output file that exists is refused (exit 2) unless `--overwrite`. Each file
 is written whole under a temporary name, then renamed; a disk that refuses a file ends the command in
-one line (exit 5: caption/faults.py) and removes the files this run had already written, so the same
+one line (exit 5: vidcap_ko_outputs/writing.py) and removes the files this run had already written, so the same
 command can run again.
 """
 
@@ -21,13 +21,13 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from caption.coverage import subtitle_note
-from caption.export import cues as C
-from caption.export import tables as T
-from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
-from caption.faults import WriteFailed, check_can_write, remove_quietly, write_whole, writing
-from caption.outcome import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
-from caption.report.data import resolve_input_dir
+from caption_export import cues as C
+from caption_export import tables as T
+from caption_export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
+from caption_report.data import resolve_input_dir
 from eval.records import NONE_LABEL
+from vidcap_ko_outputs.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
+from vidcap_ko_outputs.writing import WriteFailed, check_can_write, remove_quietly, write_whole, writing
 
 PROG = "caption-export"
 SUBTITLES = {"vtt": "WebVTT", "srt": "SRT"}

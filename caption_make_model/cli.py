@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from caption.make_model.common import DTYPES, FAMILY_NAMES, SHARD_BYTES, MakeModelError, make_checkpoint
+from caption_make_model.common import DTYPES, FAMILY_NAMES, SHARD_BYTES, MakeModelError, make_checkpoint
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -14,12 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from caption.faults import WriteFailed, check_can_write, write_whole, writing
-from caption.outcome import EXIT_WRITE_FAILED
-from caption.report import thumbs as T
-from caption.report.data import ReportError, load_report_data, resolve_input_dir
-from caption.report.page import DEFAULT_PAGE_SIZE, render_page
-from video_io.synth.dataset import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
+from caption_report import thumbs as T
+from caption_report.data import ReportError, load_report_data, resolve_input_dir
+from caption_report.page import DEFAULT_PAGE_SIZE, render_page
+from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko_outputs.writing import WriteFailed, check_can_write, write_whole, writing
+from video_io.footage_kind import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
 
 PROG = "caption-report"
 CHANGED = "changed since captioning"  # a clip whose file is not the one its records were made from

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption.pipeline.record import record_key, segment_index
 from eval.records import read_text
+from vidcap_ko_outputs.record import record_key, segment_index
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)

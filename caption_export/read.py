@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption.pipeline.record import RECORD_PREFIX, is_record
 from eval.records import NONE_LABEL, read_text
+from vidcap_ko_outputs.record import RECORD_PREFIX, is_record
 
 DEFAULT_TASK = "caption"
 

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 
-from caption.export.read import DEFAULT_TASK, segment_of
+from caption_export.read import DEFAULT_TASK, segment_of
 
 # (column, type: str | int | float | "times" | "json", how to take it from a record)
 COLUMNS = (

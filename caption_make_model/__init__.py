@@ -10,6 +10,6 @@ Shapes: `tiny` and `cpu` are defined by each family (families/<family>.py); ever
 architecture numbers of a preset in conf/model/ (`<family>_<shape>.yaml`, its `arch:` block).
 """
 
-from caption.make_model.common import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
+from caption_make_model.common import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
 
 __all__ = ["FAMILY_NAMES", "MakeModelError", "build_config", "make_checkpoint", "shapes"]

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from html import escape
 from importlib import resources
 
-from caption.report.data import ClipEntry, ReportData, shown_record
-from caption.report.timeline import timelines
+from caption_report.data import ClipEntry, ReportData, shown_record
+from caption_report.timeline import timelines
 
 DEFAULT_PAGE_SIZE = 50
 
@@ -61,7 +61,7 @@ def render_page(data: ReportData, thumbs: dict[str, dict], meta: dict, page_size
     # "<" only occurs inside JSON strings, where \u003c means the same: no "</script>" or "<!--"
     # can end or confuse the script element whatever a caption or file name contains.
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    files = resources.files("caption.report")
+    files = resources.files("caption_report")
     template = files.joinpath("page.html").read_text(encoding="utf-8")
     parts = {
         "__TITLE__": escape(payload["title"]),

@@ -14,8 +14,8 @@ It must also hold in processes vLLM spawns, so `install()` writes a tiny module 
 file into the venv's site-packages; Python runs the `.pth` at every interpreter start, and the
 module only adds an import hook (no torch import until torchvision itself is imported).
 
-    python -m caption.torchvision_shim install   # run by `make setup`
-    python -m caption.torchvision_shim check     # import torchvision, print what happened
+    python -m vidcap_ko_setup.torchvision_shim install   # run by `make setup`
+    python -m vidcap_ko_setup.torchvision_shim check     # import torchvision, print what happened
 """
 
 from __future__ import annotations
@@ -125,4 +125,4 @@ if __name__ == "__main__":
             install_import_hook()
         sys.exit(_check())
     else:
-        sys.exit(f"usage: python -m caption.torchvision_shim [install|check], got {command!r}")
+        sys.exit(f"usage: python -m vidcap_ko_setup.torchvision_shim [install|check], got {command!r}")

@@ -2,7 +2,7 @@
 
 A full disk, a read-only filesystem, a permission the user lacks, an I/O error: each ends the job
 with one line that names the file, the cause and what to do, and exit status 5
-(caption/outcome.py), never a traceback. Nothing already written is lost: records are appended
+(vidcap_ko_outputs/exit_status.py), never a traceback. Nothing already written is lost: records are appended
 whole or cut back to the last whole one (caption/records.py), so once the fault is cleared the
 same command resumes where the job stopped.
 """
@@ -14,6 +14,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 # errno -> (the cause in words, what to do; {elsewhere} is where the location is set)
 _CAUSES = {
@@ -37,7 +38,7 @@ class WriteFailed(Exception):
     `what` names the file for a person ("records file", "run folder"); `setting` is the option that
     moves it elsewhere (output, summary_path, hydra.run.dir); `tail` ends the line (what was kept)."""
 
-    def __init__(self, path: str | os.PathLike, cause: OSError, what: str, setting: str | None = None,
+    def __init__(self, path: str | os.PathLike[str], cause: OSError, what: str, setting: str | None = None,
                  tail: str | None = None):
         self.path, self.cause, self.what, self.setting, self.tail = Path(path), cause, what, setting, tail
         super().__init__(self.message())
@@ -51,7 +52,7 @@ class WriteFailed(Exception):
         return errno.errorcode.get(self.cause.errno or 0, "OSError")
 
     def message(self) -> str:
-        cause, fix = _CAUSES.get(self.cause.errno, (self.cause.strerror or str(self.cause),
+        cause, fix = _CAUSES.get(self.cause.errno or 0, (self.cause.strerror or str(self.cause),
                                                    "check the path, or {elsewhere}"))
         if self.what == "records file":
             elsewhere = "move the file to another disk and point output= at it"
@@ -64,7 +65,7 @@ class WriteFailed(Exception):
 
 
 @contextmanager
-def writing(path: str | os.PathLike, what: str, setting: str | None = None):
+def writing(path: str | os.PathLike[str], what: str, setting: str | None = None) -> Iterator[None]:
     """Turn an OSError raised while writing `path` into WriteFailed naming it as `what`."""
     try:
         yield
@@ -118,7 +119,7 @@ def write_whole(path: Path, data: bytes, temporary_suffix: str = ".partial") -> 
         raise
 
 
-def check_can_write(path: str | os.PathLike, what: str, setting: str | None = None, into: bool = False) -> None:
+def check_can_write(path: str | os.PathLike[str], what: str, setting: str | None = None, into: bool = False) -> None:
     """Before the expensive part of a command: `path` can be written (`into`: files can be written into the
     folder `path`). Its folder, or the nearest of its parents that exists (the writer makes the missing
     ones), is a folder that takes a file; else WriteFailed in one line naming `path` as `what` and the

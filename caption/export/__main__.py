@@ -1,5 +1,0 @@
-import sys
-
-from caption.export.cli import main
-
-sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from caption.report.cli import main
-
-sys.exit(main())

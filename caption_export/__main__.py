@@ -1,0 +1,5 @@
+import sys
+
+from caption_export.cli import main
+
+sys.exit(main())

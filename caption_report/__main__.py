@@ -1,0 +1,5 @@
+import sys
+
+from caption_report.cli import main
+
+sys.exit(main())
