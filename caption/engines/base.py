@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -61,11 +61,55 @@ def reply_text(tokenizer, token_ids) -> str:
     return tokenizer.decode(token_ids, skip_special_tokens=True).strip().rstrip("\ufffd")
 
 
+@runtime_checkable
+class RequestStream(Protocol):
+    """What an engine pulls its requests from. `next()` gives the next request, waiting for one (for a
+    clip still decoding) if need be; `ready()` says, without waiting, whether `next()` would return at
+    once, so that an engine with requests in flight takes only those ready instead of stopping its
+    steps; `prepend()` puts requests back at the front (a broken engine's unsubmitted requests, for the
+    next engine: caption/pipeline/supervisor.py). The job's stream is caption/pipeline/requests.py's
+    RequestIntake; any other iterable becomes one with `request_stream`."""
+
+    def __iter__(self) -> Iterator[Request]: ...
+
+    def __next__(self) -> Request: ...
+
+    def ready(self) -> bool: ...
+
+    def prepend(self, requests: Iterable[Request]) -> None: ...
+
+
+class ListedRequests:
+    """Any iterable of requests (a list, a generator) as a RequestStream: it cannot say what is ready
+    without waiting, so every request counts as ready and `next()` waits for each as it comes."""
+
+    def __init__(self, requests: Iterable[Request]):
+        self.rest, self.front = iter(requests), deque[Request]()
+
+    def __iter__(self) -> "ListedRequests":
+        return self
+
+    def __next__(self) -> Request:
+        return self.front.popleft() if self.front else next(self.rest)
+
+    def ready(self) -> bool:
+        return True
+
+    def prepend(self, requests: Iterable[Request]) -> None:
+        self.front.extendleft(reversed(list(requests)))
+
+
+def request_stream(requests: Iterable[Request]) -> RequestStream:
+    """`requests` as the stream an engine pulls from: a RequestStream as it is, anything else listed."""
+    return requests if isinstance(requests, RequestStream) else ListedRequests(requests)
+
+
 class Engine(Protocol):
     name: str
 
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
-        """Generate for a stream of requests; yields results in completion order."""
+        """Generate for a stream of requests (request_stream(requests): a RequestStream, or any iterable);
+        yields results in completion order."""
 
     def stats(self) -> dict[str, Any]:
         """Engine counters since the last reset_stats(), for the job summary (e.g. prefix-cache hits)."""
@@ -87,14 +131,12 @@ def pull(requests: Iterator[Request], n: int) -> list[Request]:
     return batch
 
 
-def take_ready(requests: Iterator[Request], n: int, wait_for_one: bool) -> tuple[list[Request], bool]:
+def take_ready(requests: RequestStream, n: int, wait_for_one: bool) -> tuple[list[Request], bool]:
     """Up to n requests that the stream has ready now, and whether it has ended; with `wait_for_one`,
-    the first is waited for. A stream that cannot say what is ready (no `ready()`: a list, a
-    generator) gives up to n as they come, waiting for each."""
-    ready = getattr(requests, "ready", None)
+    the first is waited for (a ListedRequests has every request ready: up to n as they come)."""
     batch: list[Request] = []
     while len(batch) < n:
-        if ready is not None and not (wait_for_one and not batch) and not ready():
+        if not (wait_for_one and not batch) and not requests.ready():
             return batch, False
         request = next(requests, None)
         if request is None:

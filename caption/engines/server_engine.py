@@ -21,7 +21,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, take_ready
+from caption.engines.base import Request, Result, request_stream, take_ready
 from caption.engines.server_api import ServerError, ServerGone, call, chat_body, connect, read_answer, sampling_fields
 from caption.engines.spec import EngineSpec
 from caption.outcome import EngineFailure
@@ -107,7 +107,7 @@ class ServerEngine:
                       generate_s=time.perf_counter() - sent)
 
     def run(self, requests: Iterable[Request]) -> Iterator[Result]:
-        stream, flight, exhausted, stop = iter(requests), {}, False, threading.Event()
+        stream, flight, exhausted, stop = request_stream(requests), {}, False, threading.Event()
         try:
             while True:
                 room = self.max_inflight - len(flight)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text, take_ready
+from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text, request_stream, take_ready
 from caption.engines.spec import EngineSpec
 from caption.engines.vllm_fixes import (
     DropThreadWarning,
@@ -271,7 +271,7 @@ class VllmEngine:
         """Stream requests in, results out. Requests for a clip after its first (other tasks)
         wait one engine step: by then the first has prefilled the shared system prompt and video,
         and the prefix cache serves them (scheduled in the same step, nothing is cached yet)."""
-        stream, flight, exhausted = iter(requests), _Flight(), False
+        stream, flight, exhausted = request_stream(requests), _Flight(), False
         try:
             while True:
                 ready, flight.waiting = flight.waiting, []

@@ -1,4 +1,5 @@
-"""The record stage: a job's records, made here and nowhere else. One JSON object per (video, task,
+"""The record stage: a job's records, made here and nowhere else, from what the generate stage gives
+(caption/pipeline/generate.py): an engine's Result, or a Refusal (a clip that got no request). One JSON object per (video, task,
 adapter) — per (video, segment, task, adapter) for a video split into segments; the format's keys and
 what a reader may rely on are vidcap_ko_outputs/record.py's, which eval/ and the tools read too.
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from vidcap_ko_outputs.record import Record, RecordKey
 
@@ -23,6 +25,28 @@ if TYPE_CHECKING:
     from caption.config import JobConfig
     from caption.engines.base import Result
     from video_io.segmenting import SegmentInfo
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A clip (or one segment of it) that gets no request: it did not decode, or the engine cannot take
+    it (caption/pipeline/requests.py). Its records are error records saying why; `fields` adds what
+    was measured (decode_s, the decoder)."""
+
+    video: str  # the clip's key
+    error: str
+    segment: SegmentInfo | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def records(outcomes: Iterable[Result | Refusal], job: JobConfig, done: Callable[[RecordKey], bool]) -> Iterator[Record]:
+    """The records of the generate stage's outcomes, in their order: a result's record, or a refusal's
+    error records, one per (task, adapter) without a record yet (`done(key)`: whether a key has one)."""
+    for outcome in outcomes:
+        if isinstance(outcome, Refusal):
+            yield from error_records(job, done, outcome.video, outcome.error, outcome.segment, **outcome.fields)
+        else:
+            yield result_record(outcome, job)
 
 
 def record_keys(job: JobConfig, video: str, segments: int | None = None) -> list[RecordKey]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
-from caption.engines.base import Engine, Request, Result
+from caption.engines.base import Engine, Request, Result, request_stream
 from caption.outcome import EngineDied, EngineFailure
 from video_io.workers import main_script_hidden
 
@@ -45,7 +44,7 @@ class EngineSupervisor:
         return self.engine
 
     def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
-        stream: Iterator[Request] = iter(requests)  # a RequestIntake keeps its ready() through restarts
+        stream = request_stream(requests)  # one stream through restarts: a new engine pulls where the old one stopped
         while True:
             try:
                 yield from self._running().run(stream)
@@ -58,10 +57,7 @@ class EngineSupervisor:
                 tally.engine_restarts = self.restarts
                 self._running().close()
                 self.engine = load_engine(self.job)
-                if hasattr(stream, "prepend"):
-                    stream.prepend(failure.unsubmitted)
-                else:
-                    stream = itertools.chain(failure.unsubmitted, stream)
+                stream.prepend(failure.unsubmitted)
 
     def _died_message(self, failure: EngineFailure) -> str:
         plan, video = self.job.planned(), self.job.decode

@@ -1,12 +1,13 @@
 """runner=local: decoding in worker processes of this machine (video.workers), generation in one engine
-in this process, fed as a stream (caption/pipeline/intake.py)."""
+in this process, fed as a stream: the pipeline's stages (caption/pipeline/__init__.py STAGES)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
 from caption.admission import PositionLimits
-from caption.pipeline.intake import caption_clips
+from caption.pipeline import caption_clips
+from caption.pipeline.decode import decode_locally
 from caption.pipeline.supervisor import EngineSupervisor
 from caption.runners.base import Todo, Written
 from video_io.workers import DecodePool
@@ -31,7 +32,8 @@ class LocalRunner:
         job = self.job
         paths = {str(path): key for key, path in todo}
         limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        yield from caption_clips(self.pool.imap(paths), paths, job, self.supervisor, limits, store.done, tally)
+        decoded = decode_locally(self.pool, paths)
+        yield from caption_clips(decoded, paths, job, self.supervisor, limits, store.done, tally)
 
     def stats(self) -> dict:
         return {"runner": "local", **self.supervisor.stats()}

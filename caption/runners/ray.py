@@ -4,7 +4,7 @@
       -> decoding actors on CPU workers decode them (video_io.workers.DecodePool, the local runner's
          decoder; as many as the cluster's CPUs allow, runner.decode_cpus each)
       -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs
-         `caption.pipeline.intake.caption_clips` on each batch: the same admission checks, prompts, engines,
+         `caption.pipeline.caption_clips` on each batch: the same admission checks, prompts, engines,
          engine restarts and records as the local runner
       -> records stream back here, where the job writes them to `output` as they arrive.
 
@@ -193,7 +193,8 @@ class _CaptionActor:
 
     def __call__(self, batch: dict) -> dict:
         from caption.outcome import EngineDied
-        from caption.pipeline.intake import caption_clips
+        from caption.pipeline import caption_clips
+        from caption.pipeline.decode import AllDecoded
         from caption.pipeline.supervisor import EngineSupervisor
         from caption.summary import JobTally
 
@@ -208,7 +209,7 @@ class _CaptionActor:
         done = {tuple(k) for dump in batch["done"] for k in json.loads(dump)}  # (video, task, adapter, segment)
         tally = JobTally()
         try:
-            records = list(caption_clips(decoded, keys, self.job, self.supervisor, self.limits,
+            records = list(caption_clips(AllDecoded(decoded), keys, self.job, self.supervisor, self.limits,
                                          done.__contains__, tally))
         except EngineDied:
             # this actor's engine is gone for good: end the process, Ray starts a fresh actor and the

@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from caption.config import ConfigError
-from caption.engines.base import Request
+from caption.engines.base import Request, RequestStream
 from caption.forced_lengths import ForcedLengths
 from caption.prompts import build_prompt
 
@@ -154,7 +154,7 @@ def test_the_job_forces_the_drawn_lengths_and_reports_where_its_time_went(compos
                                                             abs=0.01)
 
 
-class _Gate:
+class _Gate(RequestStream):
     """A request stream that says which requests are ready (as the job's RequestIntake does for
     decoded clips): `opened` of them; the test opens more as results come back."""
 
@@ -172,6 +172,9 @@ class _Gate:
 
     def ready(self):
         return not self.items or self.pulled < self.opened
+
+    def prepend(self, requests):
+        self.items[:0] = list(requests)
 
 
 @pytest.mark.slow

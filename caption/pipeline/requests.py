@@ -1,47 +1,30 @@
-"""Decoded clips in, records out: requests for the engine, error records for the clips it cannot take.
-
-`caption_clips` is what every runner runs on its decoded clips (runner=local in this process, runner=ray
-in each engine actor): the same admission checks, prompts, engine restarts and records either way.
+"""The requests stage: decoded clips in, requests for the engine out, and a Refusal for each clip that
+did not decode or that the engine cannot take (caption/admission.py), which the generate stage
+(caption/pipeline/generate.py) passes on to the record stage.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from caption.admission import PositionLimits, refusal
-from caption.engines.base import Request
-from caption.pipeline.record import error_records, record_keys, result_record
+from caption.engines.base import Request, RequestStream
+from caption.pipeline.record import Refusal, record_keys
 from caption.prompts import build_prompt
-from vidcap_ko_outputs.record import Record, RecordKey
+from vidcap_ko_outputs.record import RecordKey
 from video_io.decode import Clip
 from video_io.workers import DecodeResult
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
-    from caption.pipeline.supervisor import EngineSupervisor
+    from caption.pipeline.decode import DecodedClips
     from caption.summary import JobTally
 
 _END = object()
-
-
-def caption_clips(decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
-                  supervisor: EngineSupervisor, limits: PositionLimits, done: Callable[[RecordKey], bool],
-                  tally: JobTally) -> Iterator[Record]:
-    """Decoded clips in, records out: a record per result, and error records for clips that did not
-    decode or that the engine cannot take. `done(key)`: whether a (video, task, adapter, segment) has its record;
-    `supervisor`: the EngineSupervisor (caption/pipeline/supervisor.py) that owns the engine."""
-    refused: deque[Record] = deque()
-    requests = RequestIntake(decoded, keys, job, done, refused.append, tally, limits)
-    for result in supervisor.run(requests, tally):
-        while refused:
-            yield refused.popleft()
-        yield result_record(result, job)
-    while refused:
-        yield refused.popleft()
 
 
 def apply_ablation(clip: Clip, ablation: str) -> np.ndarray[Any, Any]:
@@ -53,22 +36,21 @@ def apply_ablation(clip: Clip, ablation: str) -> np.ndarray[Any, Any]:
     return clip.frames
 
 
-class RequestIntake:
+class RequestIntake(RequestStream):
     """Decoded clips in, requests out: one request per (clip, task, adapter) still to do, for clips that
-    decoded and that the engine can take; error records for the others go to `emit`.
+    decoded and that the engine can take; a Refusal for each of the others, kept until the generate
+    stage takes it (take_refusals).
 
     `next()` waits on the decoders when nothing is ready (counted as the stage `decode_wait`); `ready()`
     says, without waiting, whether it would return at once, so that an engine with requests in flight
-    takes only the clips already decoded instead of stopping its steps for the next ones (where the
-    decoded stream cannot say, a list for instance, everything counts as ready)."""
+    takes only the clips already decoded instead of stopping its steps for the next ones."""
 
-    def __init__(self, decoded: Iterable[DecodeResult], keys: dict[str, str], job: JobConfig,
-                 done: Callable[[RecordKey], bool], emit: Callable[[Record], None], tally: JobTally,
-                 limits: PositionLimits):
-        self.decoded = iter(decoded)
-        self._decoded_ready = getattr(self.decoded, "ready", None)
-        self.keys, self.job, self.done, self.emit, self.tally, self.limits = keys, job, done, emit, tally, limits
+    def __init__(self, decoded: DecodedClips, keys: dict[str, str], job: JobConfig,
+                 done: Callable[[RecordKey], bool], tally: JobTally, limits: PositionLimits):
+        self.decoded = decoded
+        self.keys, self.job, self.done, self.tally, self.limits = keys, job, done, tally, limits
         self.pending: deque[Request] = deque()
+        self.refused: deque[Refusal] = deque()
         self.ended = False
 
     def __iter__(self) -> "RequestIntake":
@@ -85,16 +67,21 @@ class RequestIntake:
 
     def ready(self) -> bool:
         while not self.pending and not self.ended:
-            if self._decoded_ready is not None:
-                with self.tally.clock("decode_wait"):  # receiving finished clips from the decoders
-                    if not self._decoded_ready():
-                        return False
+            with self.tally.clock("decode_wait"):  # receiving finished clips from the decoders
+                if not self.decoded.ready():
+                    return False
             self._take(next(self.decoded, _END))
         return True
 
     def prepend(self, requests: Iterable[Request]) -> None:
         """Put requests back at the front (an engine's unsubmitted requests, after it broke)."""
         self.pending.extendleft(reversed(list(requests)))
+
+    def take_refusals(self) -> list[Refusal]:
+        """The refusals found so far and not yet taken, in the order they were found."""
+        taken = list(self.refused)
+        self.refused.clear()
+        return taken
 
     def _take(self, result: DecodeResult | object) -> None:
         if not isinstance(result, DecodeResult):  # _END
@@ -108,18 +95,16 @@ class RequestIntake:
             self.tally.scan_s += result.scan_s
         clip = result.clip
         if clip is None:  # not decoded: result.error says why
-            for record in error_records(job, self.done, key, f"decode: {result.error}", segment,
-                                        decode_s=round(result.seconds, 4)):
-                self.emit(record)
+            self.refused.append(Refusal(key, f"decode: {result.error}", segment,
+                                        {"decode_s": round(result.seconds, 4)}))
             return []
         self.tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
         budget = job.planned().tokens_per_request - job.planned().vision_tokens_per_clip
-        refused = refusal(len(clip.frames), metadata, self.limits, budget)
-        if refused is not None:
-            for record in error_records(job, self.done, key, f"refused before generation: {refused}", segment,
-                                        decode_s=round(clip.decode_seconds, 4), decoder=clip.backend):
-                self.emit(record)
+        why = refusal(len(clip.frames), metadata, self.limits, budget)
+        if why is not None:
+            self.refused.append(Refusal(key, f"refused before generation: {why}", segment,
+                                        {"decode_s": round(clip.decode_seconds, 4), "decoder": clip.backend}))
             return []
         frames = apply_ablation(clip, job.ablation)
         context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
