@@ -1,0 +1,53 @@
+"""The pipeline's stages, composed as the runners compose them (caption.pipeline.caption_clips), on real
+clips, a real decoder and a real engine: what the stages hand on and in which order records come."""
+
+from __future__ import annotations
+
+import pytest
+
+from caption.engines.base import ListedRequests, Request, request_stream
+
+
+def _request(key: str) -> Request:
+    import numpy as np
+
+    return Request(key=key, task="caption", adapter=None, prompt="", frames=np.zeros((1, 2, 2, 3), np.uint8),
+                   video_metadata={})
+
+
+def test_any_iterable_is_a_request_stream_that_takes_requests_back_at_its_front():
+    stream = request_stream(iter([_request("a"), _request("b"), _request("c")]))
+    assert isinstance(stream, ListedRequests) and stream.ready()
+    first, second = next(stream), next(stream)
+    stream.prepend([second])  # a broken engine's unsubmitted requests go again first, in their order
+    stream.prepend([first])
+    assert [r.key for r in stream] == ["a", "b", "c"]
+    assert request_stream(stream) is stream  # a stream stays the one stream, through restarts
+
+
+@pytest.mark.slow
+def test_a_clip_that_does_not_decode_is_recorded_before_the_next_result(job_config, synth_dir, hf_engine, tmp_path):
+    """A clip the decoder cannot read becomes a Refusal in the requests stage; the generate stage hands it
+    on just before the engine's next result, and the record stage makes its error record."""
+    from caption.admission import PositionLimits
+    from caption.pipeline import caption_clips
+    from caption.pipeline.decode import decode_locally
+    from caption.pipeline.supervisor import EngineSupervisor
+    from caption.summary import JobTally
+    from video_io.workers import DecodePool
+
+    job = job_config(["engine=hf"])
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video")
+    paths = {str(synth_dir / "clip_00000.mp4"): "clip_00000.mp4", str(broken): "broken.mp4",
+             str(synth_dir / "clip_00001.mp4"): "clip_00001.mp4"}
+    limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+    supervisor, tally = EngineSupervisor(job, hf_engine), JobTally()
+    supervisor.start()
+    with DecodePool(job.decode, workers=0, segments=job.segments) as pool:  # in order, in this process
+        records = list(caption_clips(decode_locally(pool, paths), paths, job, supervisor, limits,
+                                     lambda key: False, tally))
+    assert [(r["video"], r["status"]) for r in records] == [
+        ("broken.mp4", "error"), ("clip_00000.mp4", "ok"), ("clip_00001.mp4", "ok")]
+    assert records[0]["error"].startswith("decode: ") and "decode_s" in records[0]
+    assert tally.decode_s > 0 and not tally.engine_failures
