@@ -1,7 +1,8 @@
 """The record stage: a job's records, made here and nowhere else, from what the generate stage gives
-(caption/pipeline/generate.py): an engine's Result, or a Refusal (a clip that got no request). One JSON object per (video, task,
-adapter) — per (video, segment, task, adapter) for a video split into segments; the format's keys and
-what a reader may rely on are vidcap_ko_outputs/record.py's, which eval/ and the tools read too.
+(caption/pipeline/generate.py): an engine's Result, or a Refusal (a clip that got no request). One
+JSON object per (video, task, adapter) — per (video, segment, task, adapter) for a video split into
+segments; the format's keys and what a reader may rely on are vidcap_ko_outputs/record.py's, which
+eval/ and the tools read too.
 
 Every record starts with `video`, then task, adapter, status (ok | error), caption, error, the model and
 engine, and `settings` with its `settings_id` (how it was made: caption/fingerprint.py); an adapter's
@@ -39,7 +40,8 @@ class Refusal:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-def records(outcomes: Iterable[Result | Refusal], job: JobConfig, done: Callable[[RecordKey], bool]) -> Iterator[Record]:
+def records(outcomes: Iterable[Result | Refusal], job: JobConfig,
+            done: Callable[[RecordKey], bool]) -> Iterator[Record]:
     """The records of the generate stage's outcomes, in their order: a result's record, or a refusal's
     error records, one per (task, adapter) without a record yet (`done(key)`: whether a key has one)."""
     for outcome in outcomes:
