@@ -20,6 +20,8 @@ from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
 from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
 from caption.prompts import INSTRUCTIONS_KO
+from caption.schema import ConfigError as ConfigError  # where callers have always found it
+from caption.schema import RunnerSchema, at_least
 from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.coverage import SHORT_SHOTS
@@ -36,8 +38,6 @@ ENGINES = ("auto", "vllm", "hf", "server")
 ABLATIONS = ("none", "reverse", "first_frame")
 SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
-class ConfigError(ValueError):
-    """An invalid setting; the message names the key and what to change it to."""
 
 
 def register_resolvers() -> None:
@@ -61,18 +61,6 @@ class ModelSettings:
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
     preset: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
-
-
-@dataclass(frozen=True)
-class RunnerSettings:
-    """Where decoding and generation run (conf/runner/*.yaml hold the defaults); None on runner=local."""
-    name: str
-    address: str | None = None
-    actors: int | None = None
-    engine_cpus: float | None = None
-    decode_cpus: float | None = None
-    batch_clips: int | None = None
-    max_retries: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +99,7 @@ class JobConfig:
     ablation: str
     prune_rate: float  # video.prune_rate: the share of video tokens vLLM drops (0: none); the plan checks it
     segments: SegmentSpec  # video.segments and its settings: which parts of a video get a record of their own
-    runner: RunnerSettings
+    runner: RunnerSchema  # the `runner` group as composed (runner=local reads only its name)
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
     adapters: tuple[Adapter, ...] = ()
@@ -194,12 +182,6 @@ def _choice(value: Any, allowed: Sequence[Any], key: str) -> Any:
     return value
 
 
-def _positive(value: Any, key: str, allow_zero: bool = False) -> Any:
-    if value is None or (value < 0 if allow_zero else value <= 0):
-        raise ConfigError(f"`{key}` must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
-
-
 def _decode_workers(value: Any) -> int | str:
     if value == "auto":
         return "auto"
@@ -224,7 +206,7 @@ def _model(cfg: DictConfig) -> ModelSettings:
     _check_checkpoint(m, path)
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
-                         max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
+                         max_model_len=int(at_least(m.max_model_len, "model.max_model_len")),
                          trained_on=m.get("trained_on"), preset=_mapping(m))
 
 
@@ -267,7 +249,7 @@ def _size_multiple(cfg: DictConfig) -> int:
     """`video.size_multiple`, or the model family's (null in conf/video/, the one home of the rule)."""
     given = cfg.video.get("size_multiple")
     if given is not None:
-        return int(_positive(given, "video.size_multiple"))
+        return int(at_least(given, "video.size_multiple"))
     arch = _mapping(cfg.model.arch) if cfg.model.get("arch") else {}
     try:
         return get_family(cfg.model.family).size_multiple(arch)
@@ -305,25 +287,18 @@ def _segments(cfg: DictConfig) -> SegmentSpec:
         raise ConfigError(f"`video`: {exc}") from None
 
 
-def _runner(cfg: DictConfig) -> RunnerSettings:
-    r = _mapping(cfg.runner)
-    name = _choice(r.get("name"), RUNNERS, "runner")
-    if name == "local":
-        return RunnerSettings(name="local")
-    try:
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise ConfigError("runner=ray needs Ray: `make setup` installs it (pip install -c constraints.txt "
-                          "-e '.[cpu,test]'), or pip install 'ray[data]==2.60.0'") from None
-    actors = r.get("actors")
-    batch = r.get("batch_clips")
-    return RunnerSettings(
-        name=name, address=None if r.get("address") in (None, "") else str(r["address"]),
-        actors=None if actors is None else int(_positive(actors, "runner.actors")),
-        engine_cpus=float(_positive(r.get("engine_cpus"), "runner.engine_cpus")),
-        decode_cpus=float(_positive(r.get("decode_cpus"), "runner.decode_cpus")),
-        batch_clips=None if batch is None else int(_positive(batch, "runner.batch_clips")),
-        max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
+def _runner(cfg: DictConfig) -> RunnerSchema:
+    runner = OmegaConf.to_object(cfg.runner)
+    assert isinstance(runner, RunnerSchema)  # Hydra composed the group with this schema (caption/schema.py)
+    _choice(runner.name, RUNNERS, "runner")
+    runner.check()
+    if runner.name == "ray":
+        try:
+            import ray.data  # noqa: F401
+        except ImportError:
+            raise ConfigError("runner=ray needs Ray: `make setup` installs it (pip install -c constraints.txt "
+                              "-e '.[cpu,test]'), or pip install 'ray[data]==2.60.0'") from None
+    return runner
 
 
 def _prune_rate(cfg: DictConfig) -> float:
@@ -401,12 +376,12 @@ def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
     if method == "none":
         return None
-    config = {"method": method, "num_speculative_tokens": int(_positive(spec.get("num_speculative_tokens"),
+    config = {"method": method, "num_speculative_tokens": int(at_least(spec.get("num_speculative_tokens"),
                                                                        "spec.num_speculative_tokens"))}
     if method == "ngram":
-        config.update(prompt_lookup_max=int(_positive(_group_key(spec, "spec", "prompt_lookup_max"),
+        config.update(prompt_lookup_max=int(at_least(_group_key(spec, "spec", "prompt_lookup_max"),
                                                       "spec.prompt_lookup_max")),
-                      prompt_lookup_min=int(_positive(_group_key(spec, "spec", "prompt_lookup_min"),
+                      prompt_lookup_min=int(at_least(_group_key(spec, "spec", "prompt_lookup_min"),
                                                       "spec.prompt_lookup_min")))
     else:
         draft = Path(str(spec.get("model") or "")).expanduser()
@@ -501,7 +476,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if len(set(tasks)) != len(tasks):
         raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
     if cfg.limit is not None:
-        _positive(cfg.limit, "limit")
+        at_least(cfg.limit, "limit")
     _choice(cfg.engine.name, ENGINES, "engine")
     model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
     forced_lengths = _forced_lengths(cfg, sampling)
@@ -529,7 +504,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         gpu=_mapping(cfg.gpu), quant=_quant(cfg),
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
-        decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
+        decode_timeout_s=float(at_least(cfg.video.timeout_s, "video.timeout_s")),
         ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
         segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,

@@ -23,6 +23,17 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
+class ConfigError(ValueError):
+    """An invalid setting; the message names the key and what to change it to."""
+
+
+def at_least(value: Any, key: str, low: float = 0, inclusive: bool = False) -> Any:
+    """`value`, or ConfigError where it is not above `low` (with `inclusive`: not below it)."""
+    if value is None or (value < low if inclusive else value <= low):
+        raise ConfigError(f"`{key}` must be {'>=' if inclusive else '>'} {low:g}, got {value}")
+    return value
+
+
 def option(default, help: str, read_when: dict | None = None, path: bool = False):
     """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
     `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
@@ -208,6 +219,14 @@ class RunnerSchema:
                                               "plan's max_num_seqs", ON_RAY)
     max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records",
                               ON_RAY)
+
+    def check(self) -> None:
+        """The ranges Hydra's types do not say; ConfigError names the key. An empty address is none."""
+        self.address = self.address or None
+        for key in ("actors", "batch_clips", "engine_cpus", "decode_cpus"):
+            if key in ("engine_cpus", "decode_cpus") or getattr(self, key) is not None:
+                at_least(getattr(self, key), f"runner.{key}")
+        at_least(self.max_retries, "runner.max_retries", inclusive=True)
 
 
 GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema, "quant": QuantSchema,

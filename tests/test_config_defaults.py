@@ -16,10 +16,10 @@ from dataclasses import fields
 import pytest
 from omegaconf import MISSING, OmegaConf
 
-from caption.config import CONF_DIR, RunnerSettings
+from caption.config import CONF_DIR
 from caption.engines.options import EngineOptions, ServerOptions
 from caption.generation import SamplingSettings
-from caption.schema import GROUP_SCHEMAS, EngineSchema, RunnerSchema, SamplingSchema
+from caption.schema import GROUP_SCHEMAS, EngineSchema, SamplingSchema
 from quant.presets import options
 from quant.tiers import Tier
 
@@ -61,7 +61,6 @@ def test_no_preset_repeats_a_default_written_elsewhere(compose_config, group, op
 def test_the_readers_take_exactly_their_schemas_keys():
     assert _names(EngineOptions) | _names(ServerOptions) == _names(EngineSchema)
     assert _names(SamplingSettings) == _names(SamplingSchema)
-    assert _names(RunnerSettings) == _names(RunnerSchema)
 
 
 def test_readers_keep_no_defaults_of_their_own():
@@ -76,3 +75,41 @@ def test_unknown_keys_and_wrong_types_fail_while_composing(compose_config):
     for override in ("gpu.vram_gb=16", "runner.actorz=2", "video.fps=fast", "sampling.top_k=1.5", "quant.bitz=4"):
         with pytest.raises(ConfigCompositionException):
             compose_config([override])
+
+
+def test_the_decoder_library_keeps_no_second_default_for_what_the_job_sets():
+    """Frames per clip are the model preset's and decoder processes the plan's: video_io asks its caller
+    for both rather than holding a number of its own that the job's could be mistaken for."""
+    import inspect
+
+    from video_io.decode import DecodeSpec
+    from video_io.sampling import SamplingSpec
+    from video_io.workers import DecodePool
+
+    assert inspect.signature(DecodePool).parameters["workers"].default is inspect.Parameter.empty
+    assert {f.name: f.default for f in fields(DecodeSpec)}["sampling"] is NO_DEFAULT
+    with pytest.raises(ValueError, match="uniform sampling needs num_frames"):
+        SamplingSpec()
+    assert SamplingSpec("fps").num_frames is None  # fps sampling counts its frames from the rate
+
+
+def test_the_job_reads_the_runner_group_as_its_schema_declares_it(compose_config, synth_dir):
+    from caption.config import load_job_config
+    from caption.schema import RunnerSchema
+
+    job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl"]))
+    assert job.runner == RunnerSchema(name="local")  # every other key the schema's default, not a None of its own
+
+
+@pytest.mark.parametrize("overrides,pixels", [
+    ([], 3136),  # the embedded preset's pixel budget (model.frame_pixels)
+    (["video.width=28", "video.height=84"], 28 * 84),  # an exact size
+    (["model.frame_pixels=null", "model.frame_width=112", "model.frame_height=56"], 112 * 56),
+])
+def test_the_engines_memory_estimate_sizes_frames_as_the_decoder_will(compose_config, synth_dir, overrides, pixels):
+    """vLLM's cache budget counts each clip's frames at the size the decoder gives them (the plan's),
+    not at a size of its own."""
+    from caption.planning import load_planned_job
+
+    job = load_planned_job(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", *overrides]))
+    assert job.engine_spec is not None and job.engine_spec.frame_pixels == pixels
