@@ -6,22 +6,24 @@ a message that says which key to change, instead of after a model has loaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engines.options import EngineOptions, ServerOptions
+from caption.engines.options import EngineSchema, ServerOptions
 from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
-from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
+from caption.generation import SamplingSchema
+from caption.option import ConfigError as ConfigError  # where callers have always found it
+from caption.option import at_least, closest, one_of
 from caption.prompts import INSTRUCTIONS_KO
-from caption.schema import ConfigError as ConfigError  # where callers have always found it
-from caption.schema import RunnerSchema, at_least
+from caption.schema import GROUP_SCHEMAS, RunnerSchema
 from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.coverage import SHORT_SHOTS
@@ -89,10 +91,10 @@ class JobConfig:
     verbose: bool
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
-    engine_options: EngineOptions
+    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/options.py)
     gpu: dict[str, Any]  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
     quant: dict[str, Any]  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
-    sampling: SamplingSettings
+    sampling: SamplingSchema  # the `sampling` group as composed and checked (caption/generation.py)
     decode: DecodeSpec
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
     decode_timeout_s: float
@@ -176,12 +178,6 @@ def _group_key(group: dict[str, Any], name: str, key: str) -> Any:
     return group[key]
 
 
-def _choice(value: Any, allowed: Sequence[Any], key: str) -> Any:
-    if value not in allowed:
-        raise ConfigError(f"`{key}={value}` is not valid; choose one of: {', '.join(map(str, allowed))}")
-    return value
-
-
 def _decode_workers(value: Any) -> int | str:
     if value == "auto":
         return "auto"
@@ -238,11 +234,33 @@ def _is_hub_id(path: str) -> bool:
     return len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
 
 
-def _sampling(cfg: DictConfig) -> SamplingSettings:
+Group = TypeVar("Group")
+
+
+def _group(cfg: DictConfig, name: str, schema: type[Group]) -> Group:
+    """Config group `name` as its schema's dataclass (caption/schema.py GROUP_SCHEMAS), which Hydra typed
+    while composing; a key a preset leaves unset is named in one line."""
     try:
-        return load_sampling(cfg)
-    except GenerationConfigError as exc:
-        raise ConfigError(str(exc)) from None
+        value = OmegaConf.to_object(cfg[name])
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"`{exc.full_key}` is missing: the conf/{name}/ preset in use must set it") from None
+    assert isinstance(value, schema), f"the {name} group is not typed by {schema.__name__}"
+    return value
+
+
+def _check_keys(cfg: DictConfig) -> None:
+    """Hydra refuses a key its schemas lack, except one added with `+` (`+outptu=x`, `+engine.batchsize=4`),
+    which the job would never read: refused here, in the words `caption --help` uses."""
+    unknown = sorted(set(cfg) - set(schema.known_keys()))
+    if unknown:
+        raise ConfigError(f"`{unknown[0]}` is not a setting{closest(unknown[0], schema.known_keys())} "
+                          "(caption --help lists them)")
+    for name, group_schema in GROUP_SCHEMAS.items():
+        known = [f.name for f in fields(group_schema)]
+        extra = sorted(set(cfg[name]) - set(known))
+        if extra:
+            raise ConfigError(f"`{name}.{extra[0]}` is not a setting{closest(extra[0], known, f'{name}.')} "
+                              "(caption --help lists them)")
 
 
 def _size_multiple(cfg: DictConfig) -> int:
@@ -260,8 +278,8 @@ def _size_multiple(cfg: DictConfig) -> int:
 
 def _decode(cfg: DictConfig) -> DecodeSpec:
     v = cfg.video
-    _choice(v.sampling, MODES, "video.sampling")
-    _choice(v.backend, BACKENDS, "video.backend")
+    one_of(v.sampling, MODES, "video.sampling")
+    one_of(v.backend, BACKENDS, "video.backend")
     try:
         sampling = SamplingSpec(mode=v.sampling, num_frames=int(v.num_frames), fps=float(v.fps),
                                 max_frames=int(v.max_frames), min_frames=int(v.min_frames))
@@ -278,19 +296,18 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
 def _segments(cfg: DictConfig) -> SegmentSpec:
     v = cfg.video
     try:
-        return SegmentSpec(mode=_choice(v.segments, SEGMENT_MODES, "video.segments"),
+        return SegmentSpec(mode=one_of(v.segments, SEGMENT_MODES, "video.segments"),
                            over_s=float(v.segment_over_s), min_s=float(v.segment_min_s),
                            max_s=float(v.segment_max_s), stride_s=float(v.segment_stride_s),
                            trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold),
-                           short=_choice(v.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots"))
+                           short=one_of(v.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots"))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
 
 def _runner(cfg: DictConfig) -> RunnerSchema:
-    runner = OmegaConf.to_object(cfg.runner)
-    assert isinstance(runner, RunnerSchema)  # Hydra composed the group with this schema (caption/schema.py)
-    _choice(runner.name, RUNNERS, "runner")
+    runner = _group(cfg, "runner", RunnerSchema)
+    one_of(runner.name, RUNNERS, "runner")
     runner.check()
     if runner.name == "ray":
         try:
@@ -308,7 +325,7 @@ def _prune_rate(cfg: DictConfig) -> float:
     return rate
 
 
-def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None) -> str:
+def _requested_engine(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None) -> str:
     """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
     video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
     requested = str(cfg.engine.name)
@@ -341,7 +358,7 @@ def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict[st
     return requested
 
 
-def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None, pruned: bool) -> None:
+def _check_server_job(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None, pruned: bool) -> None:
     """engine=server: what the server decides when it starts cannot be asked of it per request."""
     if spec is not None:
         raise ConfigError(f"`spec={spec['method']}` with engine=server: speculative decoding is the server's (vLLM: "
@@ -360,20 +377,10 @@ def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict[st
                           "runner=local and raise engine.max_inflight (or put several servers behind one address)")
 
 
-def _server(cfg: DictConfig) -> ServerOptions | None:
-    """engine=server: its keys of the `engine` group, checked (None for the other engines)."""
-    if cfg.engine.name != "server":
-        return None
-    try:
-        return ServerOptions.from_config(_mapping(cfg.engine))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
     spec = _mapping(cfg.spec)
-    method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
+    method = one_of(spec.get("method"), SPEC_METHODS, "spec.method")
     if method == "none":
         return None
     config = {"method": method, "num_speculative_tokens": int(at_least(spec.get("num_speculative_tokens"),
@@ -396,7 +403,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     return config
 
 
-def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLengths | None:
+def _forced_lengths(cfg: DictConfig, sampling: SamplingSchema) -> ForcedLengths | None:
     """`benchmark.output_tokens`: forced lengths, within what the plan sized memory for."""
     value = cfg.benchmark.output_tokens
     try:
@@ -460,10 +467,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
     and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
-    unknown = sorted(set(cfg) - set(schema.known_keys()))
-    if unknown:  # `+outptu=x`: Hydra adds what a `+` asks for, the job would never read it
-        raise ConfigError(f"`{unknown[0]}` is not a setting{schema.closest(unknown[0], schema.known_keys())} "
-                          "(caption --help lists them)")
+    _check_keys(cfg)
     plan_only = bool(cfg.plan_only)
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
@@ -472,13 +476,14 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if not tasks:
         raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
     for task in tasks:
-        _choice(task, tuple(INSTRUCTIONS_KO), "tasks")
+        one_of(task, tuple(INSTRUCTIONS_KO), "tasks")
     if len(set(tasks)) != len(tasks):
         raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
     if cfg.limit is not None:
         at_least(cfg.limit, "limit")
-    _choice(cfg.engine.name, ENGINES, "engine")
-    model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
+    one_of(cfg.engine.name, ENGINES, "engine")
+    model, sampling, decode = _model(cfg), _group(cfg, "sampling", SamplingSchema), _decode(cfg)
+    sampling.check()
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
     lora = _mapping(cfg.lora)
@@ -488,10 +493,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
                                  get_family(model.family).vision_modules)
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
-    try:
-        engine_options = EngineOptions.from_config(_mapping(cfg.engine))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    engine_options = _group(cfg, "engine", EngineSchema)
+    engine_options.check()
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, tasks=tasks,
@@ -505,8 +508,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         sampling=sampling, decode=decode,
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(at_least(cfg.video.timeout_s, "video.timeout_s")),
-        ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
+        ablation=one_of(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
         segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
         lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
-        runner=_runner(cfg), server=_server(cfg),
+        runner=_runner(cfg), server=ServerOptions.from_engine(engine_options) if engine_options.name == "server" else None,
     )

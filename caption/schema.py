@@ -14,6 +14,9 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
+from caption.engines.options import EngineSchema
+from caption.generation import SamplingSchema
+from caption.option import at_least, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
 from video_io.decode import DecodeSpec
 from video_io.sampling import SamplingSpec
@@ -23,37 +26,8 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-class ConfigError(ValueError):
-    """An invalid setting; the message names the key and what to change it to."""
-
-
-def at_least(value: Any, key: str, low: float = 0, inclusive: bool = False) -> Any:
-    """`value`, or ConfigError where it is not above `low` (with `inclusive`: not below it)."""
-    if value is None or (value < low if inclusive else value <= low):
-        raise ConfigError(f"`{key}` must be {'>=' if inclusive else '>'} {low:g}, got {value}")
-    return value
-
-
-def option(default, help: str, read_when: dict | None = None, path: bool = False):
-    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
-    `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
-    is a file or folder, taken as typed on the command line (caption/overrides.py)."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def preset_key(read_when: dict):
-    """A key every preset of its group sets (MISSING), which the job reads only when `read_when` holds:
-    {setting: the values it must have (a tuple), or a comparison ("> 0")}. A key given on the command
-    line whose setting is otherwise would do nothing: caption/unread.py refuses it, saying what to add."""
-    return field(default=MISSING, metadata={"read_when": read_when})
-
-
 # what decides whether a key is read (caption/unread.py checks given keys against it)
 BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
-BY_SERVER = {"engine.name": ("server",)}  # engine=server's own settings (caption/engines/server_engine.py)
 
 
 @dataclass
@@ -73,52 +47,10 @@ class BenchmarkSchema:
 # tests/test_config_defaults.py checks that no preset repeats one.
 
 @dataclass
-class EngineSchema:
-    name: str = MISSING                    # auto | vllm | hf | server
-    seed: int = MISSING
-    max_restarts: int = MISSING
-    enable_prefix_caching: bool = preset_key({"engine.name": ("vllm",)})
-    max_inflight: int = preset_key({"engine.name": ("vllm", "server")})
-    log_level: str = preset_key({"engine.name": ("vllm",)})
-    batch_size: int = preset_key({"engine.name": ("hf",)})
-    attn_implementation: str = preset_key({"engine.name": ("hf",)})
-    prepare_ahead: str = preset_key({"engine.name": ("hf",)})  # auto | always | never (caption/engines/options.py)
-    # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
-    base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
-                                           "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)",
-                                     BY_SERVER)
-    served_model: Optional[str] = option(None, "engine=server: the model name the server serves (its /v1/models "
-                                               "lists them); null: the one base model it serves", BY_SERVER)
-    api_key_env: Optional[str] = option(None, "engine=server: the environment variable holding the server's API "
-                                              "key (sent as a bearer token, written nowhere); null: no key", BY_SERVER)
-    timeout_s: float = option(300.0, "engine=server: seconds one request may take, its wait in the server's queue "
-                                     "included; then it is tried again, and after the retries it is an error record",
-                              BY_SERVER)
-    retries: int = option(4, "engine=server: tries after the first for a request that met a connection error, a "
-                             "timeout, 429 or 5xx", BY_SERVER)
-    retry_wait_s: float = option(1.0, "engine=server: the wait before the first retry, doubled for each next one "
-                                      "(at most 30 s); a 429's Retry-After is kept", BY_SERVER)
-
-
-@dataclass
-class SamplingSchema:
-    name: str = MISSING
-    temperature: float = MISSING
-    top_p: float = preset_key({"sampling.temperature": "> 0"})  # temperature 0: greedy or beam search
-    top_k: int = preset_key({"sampling.temperature": "> 0"})
-    repetition_penalty: float = MISSING
-    max_new_tokens: int = MISSING
-    min_new_tokens: int = MISSING
-    num_beams: int = MISSING
-    length_penalty: float = preset_key({"sampling.num_beams": "> 1"})
-    no_repeat_ngram_size: int = MISSING
-    early_stopping: bool = preset_key({"sampling.num_beams": "> 1"})
-
-
-@dataclass
 class VideoSchema:
     sampling: str = MISSING                # uniform | fps
-    num_frames: int = preset_key({BY_SAMPLING: ("uniform",)})
+    num_frames: int = preset_key("uniform sampling: frames per clip (the model preset's `frames`)",
+                                 {BY_SAMPLING: ("uniform",)})
     fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video", {BY_SAMPLING: ("fps",)})
     max_frames: int = option(SamplingSpec.max_frames, "fps sampling: at most this many frames (longer clips "
                                                       "are thinned evenly)", {BY_SAMPLING: ("fps",)})
@@ -193,7 +125,8 @@ class LoraSchema:
 @dataclass
 class SpecSchema:
     method: str = MISSING                  # none | ngram | draft_model
-    num_speculative_tokens: int = preset_key({"spec.method": ("ngram", "draft_model")})
+    num_speculative_tokens: int = preset_key("tokens proposed per step, then checked by the target model",
+                                             {"spec.method": ("ngram", "draft_model")})
     prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
     prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
     model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
@@ -309,11 +242,3 @@ def path_keys() -> list[str]:
 def known_keys() -> list[str]:
     """Every top-level key and group name (for "did you mean")."""
     return [f.name for f in fields(JobSchema)]
-
-
-def closest(word: str, candidates, prefix: str = "") -> str:
-    """ "; did you mean X?" for the nearest candidate, or "" when none is near."""
-    import difflib
-
-    found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {prefix}{found[0]}?" if found else ""

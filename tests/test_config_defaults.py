@@ -17,8 +17,7 @@ import pytest
 from omegaconf import MISSING, OmegaConf
 
 from caption.config import CONF_DIR
-from caption.engines.options import EngineOptions, ServerOptions
-from caption.generation import SamplingSettings
+from caption.engines.options import ServerOptions
 from caption.schema import GROUP_SCHEMAS, EngineSchema, SamplingSchema
 from quant.presets import options
 from quant.tiers import Tier
@@ -58,14 +57,22 @@ def test_no_preset_repeats_a_default_written_elsewhere(compose_config, group, op
                          f"{'conf/' + group + '/' + parents[-1] + '.yaml' if parents else 'the schema'}'s"
 
 
-def test_the_readers_take_exactly_their_schemas_keys():
-    assert _names(EngineOptions) | _names(ServerOptions) == _names(EngineSchema)
-    assert _names(SamplingSettings) == _names(SamplingSchema)
+def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synth_dir):
+    """No typed copy of a group: the job holds the schema's own dataclass, so a key has one type, one
+    default and one help text (ServerOptions holds what engine=server derives from the engine group)."""
+    from caption.config import load_job_config
+    from caption.schema import RunnerSchema
+
+    job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", "engine=server",
+                                          "engine.base_url=http://localhost:9/v1/"]))
+    assert type(job.engine_options) is EngineSchema and type(job.sampling) is SamplingSchema
+    assert type(job.runner) is RunnerSchema
+    assert _names(ServerOptions) <= _names(EngineSchema) and job.server.base_url == "http://localhost:9/v1"
 
 
 def test_readers_keep_no_defaults_of_their_own():
     """A dataclass default would be a second home for a value the presets or the schema already hold."""
-    for cls in (EngineOptions, ServerOptions, SamplingSettings, Tier):
+    for cls in (ServerOptions, Tier):
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.options import EngineOptions, ServerOptions
-from caption.generation import SamplingSettings
+from caption.engines.options import EngineSchema, ServerOptions
+from caption.generation import SamplingSchema
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class EngineSpec:
     vllm: dict | None                 # the plan's keyword arguments for vllm.LLM (engine=vllm)
     hf: dict | None                   # the plan's transformers settings (engine=hf)
     env: dict                         # the tier's vLLM environment, exported before vLLM loads
-    options: EngineOptions            # seed, prefix caching, requests in flight, log level, batch size, attention
-    sampling: SamplingSettings
+    options: EngineSchema             # seed, prefix caching, requests in flight, log level, batch size, attention
+    sampling: SamplingSchema
     adapters: tuple[Adapter, ...]     # LoRA adapters every request may name
     lora_max_rank: int
     speculative: dict | None          # vLLM's speculative_config; None: off
