@@ -7,32 +7,30 @@ into it with OmegaConf.to_object): there is no second copy of a key to keep in s
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 from omegaconf import MISSING
+
+from quant.schema import setting
 
 
 class ConfigError(ValueError):
     """An invalid setting; the message names the key and what to change it to."""
 
 
-def option(default, help: str, read_when: dict | None = None, path: bool = False) -> Any:
-    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
-    `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
-    is a file or folder, taken as typed on the command line (caption/overrides.py)."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
+def option(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
+    """A schema field with a default of its own, its help text (`caption --help`), `read_when`: the
+    settings under which the job reads it, `path`: its value is a file or folder, taken as typed on the
+    command line (caption/overrides.py). The metadata's shape is quant/schema.py setting()'s."""
+    return setting(default, help, read_when, path)
 
 
-def preset_key(help: str, read_when: dict | None = None) -> Any:
-    """A key every preset of its group sets (MISSING: conf/<group>/*.yaml hold its values and say why).
-    `read_when`: the job reads it only when these settings hold, {setting: the values it must have (a
-    tuple), or a comparison ("> 0")}. A key given on the command line whose setting is otherwise would do
-    nothing: caption/unread.py refuses it, saying what to add."""
-    return field(default=MISSING, metadata={"help": help, **({"read_when": read_when} if read_when else {})})
+def preset_key(help: str, read_when: dict | None = None, path: bool = False) -> Any:
+    """A key every preset of its group sets (MISSING: conf/<group>/*.yaml hold its values and say why),
+    with its help text. `read_when`: {setting: the values it must have (a tuple), or a comparison
+    ("> 0")}; a key given on the command line whose setting is otherwise would do nothing, and
+    caption/unread.py refuses it, saying what to add."""
+    return setting(MISSING, help, read_when, path)
 
 
 def at_least(value: Any, key: str, low: float = 0, inclusive: bool = False) -> Any:

@@ -48,7 +48,7 @@ class BenchmarkSchema:
 
 @dataclass
 class VideoSchema:
-    sampling: str = MISSING                # uniform | fps
+    sampling: str = preset_key("uniform: num_frames spread over each clip; fps: frames at a fixed rate in time")
     num_frames: int = preset_key("uniform sampling: frames per clip (the model preset's `frames`)",
                                  {BY_SAMPLING: ("uniform",)})
     fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video", {BY_SAMPLING: ("fps",)})
@@ -56,10 +56,13 @@ class VideoSchema:
                                                       "are thinned evenly)", {BY_SAMPLING: ("fps",)})
     min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames",
                              {BY_SAMPLING: ("fps",)})
-    width: Optional[int] = MISSING
-    height: Optional[int] = MISSING
-    max_pixels: Optional[int] = MISSING
-    size_multiple: Optional[int] = MISSING
+    width: Optional[int] = preset_key("with height: every frame exactly this size (squashes other aspect ratios); "
+                                      "null: within max_pixels")
+    height: Optional[int] = preset_key("with width: every frame exactly this size; null: within max_pixels")
+    max_pixels: Optional[int] = preset_key("pixel budget per frame, aspect ratio kept; null: the model preset's "
+                                           "frame_width x frame_height")
+    size_multiple: Optional[int] = preset_key("both frame sides a multiple of this; null: the model family's "
+                                              "(families/<family>.py)")
     seek: str = option(DecodeSpec.seek, "auto: from each sampling segment its keyframe, else its first frame "
                                         "(cheapest; neighbours kept a quarter of a segment apart); exact: the "
                                         "segment's centre frame, decoded from the keyframe before it; keyframe: "
@@ -69,10 +72,12 @@ class VideoSchema:
                                               "it faster on this GPU: nowhere yet, video_io/nvdec_rule.py); decord: "
                                               "for comparison (not rotated clips); nvdec: PyAV with the GPU's "
                                               "decoder (same frames; video_io/nvdec.py)")
-    workers: Any = MISSING                 # auto or a whole number (Any: OmegaConf has no int-or-str type)
+    # Any: OmegaConf has no int-or-str type
+    workers: Any = preset_key("decoder processes: auto (the plan's count for this machine), a number, or 0: "
+                              "decode in the job's process (no timeout)")
     timeout_s: float = option(DECODE_TIMEOUT_S, "a clip that takes longer gets an error record; its decoder "
                                                 "is killed")
-    ablation: str = MISSING
+    ablation: str = preset_key("diagnostics: none | reverse (frames backwards) | first_frame (no motion)")
     prune_rate: float = option(0.0, "the share of each clip's video tokens vLLM drops before the language model "
                                     "(EVS: tokens that changed least from the frame before; the first frames' "
                                     "are kept), in [0, 1); 0: none. vLLM and the Qwen-VL families only. Fewer "
@@ -109,22 +114,24 @@ class VideoSchema:
 
 @dataclass
 class AdapterSchema:
-    name: str = MISSING
-    path: str = MISSING
+    name: str = preset_key("the adapter's name, as records and requests give it")
+    path: str = preset_key("the adapter's folder (a PEFT LoRA made for the base model)")
     references_field: Optional[str] = option(None, "the references.jsonl field METEOR scores this adapter's "
                                                    "captions on; null: references")
 
 
 @dataclass
 class LoraSchema:
-    adapters: List[AdapterSchema] = MISSING
-    include_base: bool = MISSING
-    max_rank: int = MISSING
+    adapters: List[AdapterSchema] = preset_key("LoRA adapters each clip is also captioned with (name, path, "
+                                               "references_field)")
+    include_base: bool = preset_key("caption with the base model too (always, when there are no adapters)")
+    max_rank: int = preset_key("the largest LoRA rank the engine makes room for")
 
 
 @dataclass
 class SpecSchema:
-    method: str = MISSING                  # none | ngram | draft_model
+    method: str = preset_key("none | ngram (proposals from the prompt's own text) | draft_model (a small model "
+                             "with the target's tokenizer)")
     num_speculative_tokens: int = preset_key("tokens proposed per step, then checked by the target model",
                                              {"spec.method": ("ngram", "draft_model")})
     prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
@@ -138,7 +145,7 @@ ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's ke
 
 @dataclass
 class RunnerSchema:
-    name: str = MISSING                    # local | ray
+    name: str = preset_key("local: this machine | ray: a Ray cluster (docs/scale-out.md)")
     address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
                                           "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
                                           "for the job and stop it after", ON_RAY)

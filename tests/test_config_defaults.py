@@ -120,3 +120,33 @@ def test_the_engines_memory_estimate_sizes_frames_as_the_decoder_will(compose_co
 
     job = load_planned_job(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", *overrides]))
     assert job.engine_spec is not None and job.engine_spec.frame_pixels == pixels
+
+
+def _leaf_fields(schema, prefix: str = ""):
+    """(key, field) of every setting a user can give, nested schemas (a group, benchmark, a list of
+    adapters) walked into rather than listed."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(schema)
+    for f in fields(schema):
+        kind = hints[f.name]
+        inner = [a for a in typing.get_args(kind) if dataclasses.is_dataclass(a)]
+        if dataclasses.is_dataclass(kind):
+            yield from _leaf_fields(kind, f"{prefix}{f.name}.")
+            continue
+        yield prefix + f.name, f
+        for nested in inner:  # List[AdapterSchema]: the list is a setting, and so is each key of its items
+            yield from _leaf_fields(nested, f"{prefix}{f.name}[].")
+
+
+def test_every_setting_says_what_it_does():
+    """Each key of every schema (the job's, each group's, recursively) carries its help text in its one
+    declaration (option(), preset_key(), quant/schema.py setting()): `caption --help` and the
+    configuration reference read it there."""
+    from caption.schema import JobSchema
+
+    keys = dict(_leaf_fields(JobSchema))
+    assert len(keys) > 100 and "lora.adapters[].references_field" in keys and "gpu.vram_gib" in keys
+    silent = sorted(key for key, f in keys.items() if not str(f.metadata.get("help", "")).strip())
+    assert not silent, f"settings without help text (give it in their declaration): {silent}"
