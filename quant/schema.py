@@ -126,6 +126,28 @@ def required_keys(schema) -> tuple[str, ...]:
     return tuple(f.name for f in fields(schema) if f.default is MISSING)
 
 
+def preset_values(schema, group: str, values: dict) -> dict:
+    """A `group` preset given as a plain dict (the planner's and the quant CLI's input), checked against
+    its schema: a key the schema lacks, or one it leaves to the presets that is unset (or null where its
+    type is not Optional), is a PlanError naming it; the keys left out get the schema's defaults."""
+    import typing
+
+    from quant.errors import PlanError
+
+    known = keys(schema)
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise PlanError(f"`{group}.{unknown[0]}` is not a {group} setting; known: {', '.join(known)}")
+    hints = typing.get_type_hints(schema)
+    for key in required_keys(schema):
+        value = values.get(key, "???")
+        if value == "???" or (value is None and type(None) not in typing.get_args(hints[key])):
+            raise PlanError(f"`{group}.{key}` is missing from {group} preset {values.get('name', '?')!r}: every "
+                            f"conf/{group} preset sets it" + (" (null where null has a meaning)"
+                                                              if group == "gpu" else ""))
+    return {**optional_defaults(schema), **values}
+
+
 def optional_defaults(schema) -> dict:
     """key -> default, for the keys a preset may leave out."""
     return {f.name: f.default_factory() if f.default is NO_DEFAULT else f.default
