@@ -6,7 +6,7 @@ a message that says which key to change, instead of after a model has loaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +23,7 @@ from caption.generation import SamplingSchema
 from caption.option import ConfigError as ConfigError  # where callers have always found it
 from caption.option import at_least, closest, one_of
 from caption.prompts import INSTRUCTIONS_KO
-from caption.schema import GROUP_SCHEMAS, RunnerSchema
+from caption.schema import GROUP_SCHEMAS, LoraSchema, RunnerSchema, SpecSchema
 from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.coverage import SHORT_SHOTS
@@ -38,7 +38,6 @@ CONF_DIR = SHIPPED_ROOT / "conf"
 REPO_ROOT = shipped.WORK_ROOT
 ENGINES = ("auto", "vllm", "hf", "server")
 ABLATIONS = ("none", "reverse", "first_frame")
-SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
 
 
@@ -171,13 +170,6 @@ def _require(cfg: DictConfig, key: str) -> Any:
     return cfg[key]
 
 
-def _group_key(group: dict[str, Any], name: str, key: str) -> Any:
-    """A key every preset of config group `name` sets (its defaults live in conf/<name>/)."""
-    if group.get(key) is None:
-        raise ConfigError(f"`{name}.{key}` is missing: the conf/{name}/ preset in use must set it")
-    return group[key]
-
-
 def _decode_workers(value: Any) -> int | str:
     if value == "auto":
         return "auto"
@@ -288,7 +280,7 @@ def _decode(cfg: DictConfig) -> DecodeSpec:
             max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
                           max_pixels=max_pixels, size_multiple=_size_multiple(cfg),
-                          seek=str(_group_key(v, "video", "seek")))
+                          seek=str(v.seek))
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
@@ -379,21 +371,17 @@ def _check_server_job(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str,
 
 def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
-    spec = _mapping(cfg.spec)
-    method = one_of(spec.get("method"), SPEC_METHODS, "spec.method")
-    if method == "none":
+    spec = _group(cfg, "spec", SpecSchema)
+    spec.check()
+    if spec.method == "none":
         return None
-    config = {"method": method, "num_speculative_tokens": int(at_least(spec.get("num_speculative_tokens"),
-                                                                       "spec.num_speculative_tokens"))}
-    if method == "ngram":
-        config.update(prompt_lookup_max=int(at_least(_group_key(spec, "spec", "prompt_lookup_max"),
-                                                      "spec.prompt_lookup_max")),
-                      prompt_lookup_min=int(at_least(_group_key(spec, "spec", "prompt_lookup_min"),
-                                                      "spec.prompt_lookup_min")))
+    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
+    if spec.method == "ngram":
+        config.update(prompt_lookup_max=spec.prompt_lookup_max, prompt_lookup_min=spec.prompt_lookup_min)
     else:
-        draft = Path(str(spec.get("model") or "")).expanduser()
+        draft = Path(str(spec.model or "")).expanduser()
         if not (draft / "config.json").is_file():
-            raise ConfigError(f"`spec.model={spec.get('model')}` is not a model folder; point it at a draft model "
+            raise ConfigError(f"`spec.model={spec.model}` is not a model folder; point it at a draft model "
                               "that shares the target's tokenizer (python -m training.train_draft makes one)")
         target = Path(model_path) / "tokenizer.json"
         if target.is_file() and (draft / "tokenizer.json").read_bytes() != target.read_bytes():
@@ -486,10 +474,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     sampling.check()
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
-    lora = _mapping(cfg.lora)
-    max_rank = int(_group_key(lora, "lora", "max_rank"))
+    lora = _group(cfg, "lora", LoraSchema)
     try:
-        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank,
+        adapters = load_adapters([asdict(a) for a in lora.adapters], model.path, model.name, lora.max_rank,
                                  get_family(model.family).vision_modules)
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
@@ -509,7 +496,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_workers=_decode_workers(cfg.video.workers),
         decode_timeout_s=float(at_least(cfg.video.timeout_s, "video.timeout_s")),
         ablation=one_of(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
-        segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
-        lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
+        segments=_segments(cfg), adapters=tuple(adapters), include_base=lora.include_base,
+        lora_max_rank=lora.max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg), server=ServerOptions.from_engine(engine_options) if engine_options.name == "server" else None,
     )

@@ -16,7 +16,7 @@ from omegaconf import MISSING
 
 from caption.engines.options import EngineSchema
 from caption.generation import SamplingSchema
-from caption.option import at_least, option, preset_key
+from caption.option import ConfigError, at_least, one_of, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
 from video_io.decode import DecodeSpec
 from video_io.sampling import SamplingSpec
@@ -128,6 +128,9 @@ class LoraSchema:
     max_rank: int = preset_key("the largest LoRA rank the engine makes room for")
 
 
+SPEC_METHODS = ("none", "ngram", "draft_model")
+
+
 @dataclass
 class SpecSchema:
     method: str = preset_key("none | ngram (proposals from the prompt's own text) | draft_model (a small model "
@@ -138,6 +141,19 @@ class SpecSchema:
     prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
     model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
                                   {"spec.method": ("draft_model",)}, path=True)
+
+    def check(self) -> None:
+        """What the chosen method needs; ConfigError names the key. (A draft model's folder and tokenizer
+        are files: caption/config.py checks them.)"""
+        one_of(self.method, SPEC_METHODS, "spec.method")
+        if self.method == "none":
+            return
+        at_least(self.num_speculative_tokens, "spec.num_speculative_tokens")
+        if self.method == "ngram":
+            for key in ("prompt_lookup_max", "prompt_lookup_min"):
+                if getattr(self, key) is None:
+                    raise ConfigError(f"`spec.{key}` is missing: spec=ngram needs it (conf/spec/ngram.yaml sets it)")
+                at_least(getattr(self, key), f"spec.{key}")
 
 
 ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's keys but its name

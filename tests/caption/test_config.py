@@ -74,6 +74,8 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["engine.max_inflight=0"], "`engine.max_inflight` must be >= 1"),
     (["lora.max_rank=null"], "`lora.max_rank` cannot be null"),
     (["runner=ray", "runner.engine_cpus=0"], "`runner.engine_cpus` must be > 0"),
+    (["spec=ngram", "spec.prompt_lookup_min=null"], "`spec.prompt_lookup_min` is missing: spec=ngram needs it"),
+    (["spec=ngram", "spec.num_speculative_tokens=0"], "`spec.num_speculative_tokens` must be > 0"),
 ])
 def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, overrides, message):
     """Hydra refuses a wrong type or an unknown key while composing (the schemas, caption/schema.py),
