@@ -23,13 +23,12 @@ from caption.generation import SamplingSchema
 from caption.option import ConfigError as ConfigError  # where callers have always found it
 from caption.option import at_least, closest, one_of
 from caption.prompts import INSTRUCTIONS_KO
-from caption.schema import GROUP_SCHEMAS, LoraSchema, RunnerSchema, SpecSchema
+from caption.schema import GROUP_SCHEMAS, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
 from families import UnknownFamily, get_family
 from quant.plan import Plan
-from video_io.coverage import SHORT_SHOTS
-from video_io.decode import BACKENDS, DecodeSpec
-from video_io.sampling import MODES, SamplingSpec
-from video_io.segmenting import SEGMENT_MODES, SegmentSpec
+from video_io.decode import DecodeSpec
+from video_io.sampling import SamplingSpec
+from video_io.segmenting import SegmentSpec
 
 # conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko_files/)
 SHIPPED_ROOT = shipped.ROOT
@@ -37,7 +36,6 @@ CONF_DIR = SHIPPED_ROOT / "conf"
 # where benchmarks, training and the docs tools keep data/: the checkout (installed: the current folder)
 REPO_ROOT = shipped.WORK_ROOT
 ENGINES = ("auto", "vllm", "hf", "server")
-ABLATIONS = ("none", "reverse", "first_frame")
 RUNNERS = ("local", "ray")
 
 
@@ -170,15 +168,6 @@ def _require(cfg: DictConfig, key: str) -> Any:
     return cfg[key]
 
 
-def _decode_workers(value: Any) -> int | str:
-    if value == "auto":
-        return "auto"
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
-                      f"got {value!r}")
-
-
 def _model(cfg: DictConfig) -> ModelSettings:
     m = cfg.model
     try:
@@ -255,11 +244,10 @@ def _check_keys(cfg: DictConfig) -> None:
                               "(caption --help lists them)")
 
 
-def _size_multiple(cfg: DictConfig) -> int:
+def _size_multiple(cfg: DictConfig, given: int | None) -> int:
     """`video.size_multiple`, or the model family's (null in conf/video/, the one home of the rule)."""
-    given = cfg.video.get("size_multiple")
     if given is not None:
-        return int(at_least(given, "video.size_multiple"))
+        return given
     arch = _mapping(cfg.model.arch) if cfg.model.get("arch") else {}
     try:
         return get_family(cfg.model.family).size_multiple(arch)
@@ -268,31 +256,25 @@ def _size_multiple(cfg: DictConfig) -> int:
                           "size multiple: add it, or set video.size_multiple") from None
 
 
-def _decode(cfg: DictConfig) -> DecodeSpec:
-    v = cfg.video
-    one_of(v.sampling, MODES, "video.sampling")
-    one_of(v.backend, BACKENDS, "video.backend")
+def _decode(cfg: DictConfig, v: VideoSchema) -> DecodeSpec:
+    """The frames the decoder gives: the video group's sampling and size, within the model preset's."""
     try:
-        sampling = SamplingSpec(mode=v.sampling, num_frames=int(v.num_frames), fps=float(v.fps),
-                                max_frames=int(v.max_frames), min_frames=int(v.min_frames))
-        max_pixels = v.get("max_pixels")
+        sampling = SamplingSpec(mode=v.sampling, num_frames=v.num_frames, fps=v.fps, max_frames=v.max_frames,
+                                min_frames=v.min_frames)
+        max_pixels = v.max_pixels
         if max_pixels is None and not (v.width and v.height):  # a preset without a budget: its square size
             max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
-                          max_pixels=max_pixels, size_multiple=_size_multiple(cfg),
-                          seek=str(v.seek))
+                          max_pixels=max_pixels, size_multiple=_size_multiple(cfg, v.size_multiple), seek=v.seek)
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
 
-def _segments(cfg: DictConfig) -> SegmentSpec:
-    v = cfg.video
+def _segments(v: VideoSchema) -> SegmentSpec:
     try:
-        return SegmentSpec(mode=one_of(v.segments, SEGMENT_MODES, "video.segments"),
-                           over_s=float(v.segment_over_s), min_s=float(v.segment_min_s),
-                           max_s=float(v.segment_max_s), stride_s=float(v.segment_stride_s),
-                           trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold),
-                           short=one_of(v.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots"))
+        return SegmentSpec(mode=v.segments, over_s=v.segment_over_s, min_s=v.segment_min_s, max_s=v.segment_max_s,
+                           stride_s=v.segment_stride_s, trim_s=v.segment_trim_s, threshold=v.scene_threshold,
+                           short=v.segment_short_shots)
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
@@ -310,18 +292,11 @@ def _runner(cfg: DictConfig) -> RunnerSchema:
     return runner
 
 
-def _prune_rate(cfg: DictConfig) -> float:
-    rate = float(cfg.video.prune_rate)
-    if not 0 <= rate < 1:
-        raise ConfigError(f"`video.prune_rate={rate:g}` must be in [0, 1): the share of video tokens dropped (0: none)")
-    return rate
-
-
 def _requested_engine(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None) -> str:
     """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
     video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
     requested = str(cfg.engine.name)
-    pruned = _prune_rate(cfg) > 0
+    pruned = cfg.video.prune_rate > 0  # checked: VideoSchema.check()
     if requested == "server":
         _check_server_job(cfg, sampling, spec, pruned)
         return requested
@@ -470,8 +445,10 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if cfg.limit is not None:
         at_least(cfg.limit, "limit")
     one_of(cfg.engine.name, ENGINES, "engine")
-    model, sampling, decode = _model(cfg), _group(cfg, "sampling", SamplingSchema), _decode(cfg)
+    model, sampling, video = _model(cfg), _group(cfg, "sampling", SamplingSchema), _group(cfg, "video", VideoSchema)
     sampling.check()
+    video.check()
+    decode = _decode(cfg, video)
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
     lora = _group(cfg, "lora", LoraSchema)
@@ -493,10 +470,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         engine_options=engine_options,
         gpu=_mapping(cfg.gpu), quant=_quant(cfg),
         sampling=sampling, decode=decode,
-        decode_workers=_decode_workers(cfg.video.workers),
-        decode_timeout_s=float(at_least(cfg.video.timeout_s, "video.timeout_s")),
-        ablation=one_of(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
-        segments=_segments(cfg), adapters=tuple(adapters), include_base=lora.include_base,
+        decode_workers=video.workers, decode_timeout_s=video.timeout_s, ablation=video.ablation,
+        prune_rate=video.prune_rate, segments=_segments(video), adapters=tuple(adapters), include_base=lora.include_base,
         lora_max_rank=lora.max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg), server=ServerOptions.from_engine(engine_options) if engine_options.name == "server" else None,
     )

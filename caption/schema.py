@@ -18,9 +18,10 @@ from caption.engines.options import EngineSchema
 from caption.generation import SamplingSchema
 from caption.option import ConfigError, at_least, one_of, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
-from video_io.decode import DecodeSpec
-from video_io.sampling import SamplingSpec
-from video_io.segmenting import SegmentSpec
+from video_io.coverage import SHORT_SHOTS
+from video_io.decode import BACKENDS, DecodeSpec
+from video_io.sampling import MODES, SamplingSpec
+from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 from video_io.workers import DECODE_TIMEOUT_S
 
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
@@ -28,6 +29,7 @@ SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 # what decides whether a key is read (caption/unread.py checks given keys against it)
 BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
+ABLATIONS = ("none", "reverse", "first_frame")
 
 
 @dataclass
@@ -110,6 +112,25 @@ class VideoSchema:
                                                            "apart must differ beyond a shot's own motion; lower "
                                                            "finds subtler cuts and more false ones "
                                                            "(video_io/scenes.py)", {BY_SEGMENTS: ("auto", "scenes")})
+
+    def check(self) -> None:
+        """The values Hydra's types do not bound; ConfigError names the `video.<key>` to fix. (caption/config.py
+        builds video_io's DecodeSpec and SegmentSpec from this group, which check their own numbers.)"""
+        one_of(self.sampling, MODES, "video.sampling")
+        one_of(self.backend, BACKENDS, "video.backend")
+        one_of(self.segments, SEGMENT_MODES, "video.segments")
+        one_of(self.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots")
+        one_of(self.ablation, ABLATIONS, "video.ablation")
+        at_least(self.timeout_s, "video.timeout_s")
+        if self.size_multiple is not None:
+            at_least(self.size_multiple, "video.size_multiple")
+        workers = self.workers
+        if workers != "auto" and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0):
+            raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
+                              f"got {workers!r}")
+        if not 0 <= self.prune_rate < 1:
+            raise ConfigError(f"`video.prune_rate={self.prune_rate:g}` must be in [0, 1): the share of video tokens "
+                              "dropped (0: none)")
 
 
 @dataclass
