@@ -59,7 +59,7 @@ class ModelSettings:
     dtype: str
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
-    preset: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
+    preset: dict[str, Any] = field(repr=False)  # the whole `model` group, as the planner reads it
 
 
 @dataclass(frozen=True)
@@ -101,12 +101,14 @@ class JobConfig:
     runner: RunnerSchema  # the `runner` group as composed (runner=local reads only its name)
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
-    adapters: tuple[Adapter, ...] = ()
-    speculative: dict[str, Any] | None = None  # vLLM speculative_config
-    forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
+    # what the groups above resolve to (no defaults: every one is the config's, load_job_config passes it)
+    adapters: tuple[Adapter, ...]
+    speculative: dict[str, Any] | None  # vLLM speculative_config; None: off
+    forced_lengths: ForcedLengths | None  # benchmark.output_tokens: every request generates exactly n tokens
+    add_beside: bool  # resume into an output holding records made with other settings, beside them
+    server: ServerOptions | None  # engine=server: the server and how to talk to it
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
-    add_beside: bool = False  # resume into an output holding records made with other settings, beside them
     # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
     # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
     settings: dict[str, Any] | None = None
@@ -114,7 +116,6 @@ class JobConfig:
     settings_ids: dict[tuple[str, str | None, bool], str] | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
-    server: ServerOptions | None = None  # engine=server: the server and how to talk to it
 
     @property
     def engine(self) -> str:

@@ -72,8 +72,13 @@ def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synt
 
 def test_readers_keep_no_defaults_of_their_own():
     """A dataclass default would be a second home for a value the presets or the schema already hold."""
-    for cls in (ServerOptions, Tier):
+    from caption.config import JobConfig, ModelSettings
+
+    for cls in (ServerOptions, Tier, ModelSettings):
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
+    # the job: only what caption/planning.py plan_job fills in starts empty
+    defaulted = {f.name for f in fields(JobConfig) if f.default is not NO_DEFAULT or f.default_factory is not NO_DEFAULT}
+    assert defaulted == {"plan", "settings", "segment_settings", "settings_ids", "caption_warnings", "engine_spec"}
 
 
 def test_unknown_keys_and_wrong_types_fail_while_composing(compose_config):
