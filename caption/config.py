@@ -16,7 +16,7 @@ from omegaconf.errors import MissingMandatoryValue
 import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engines.options import EngineSchema, ServerOptions
+from caption.engines.options import EngineSchema
 from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
 from caption.generation import SamplingSchema
@@ -106,7 +106,7 @@ class JobConfig:
     speculative: dict[str, Any] | None  # vLLM speculative_config; None: off
     forced_lengths: ForcedLengths | None  # benchmark.output_tokens: every request generates exactly n tokens
     add_beside: bool  # resume into an output holding records made with other settings, beside them
-    server: ServerOptions | None  # engine=server: the server and how to talk to it
+    server: EngineSchema | None  # engine=server: engine_options, its server keys checked (check_server)
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
     # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
@@ -460,6 +460,8 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         raise ConfigError(str(exc)) from None
     engine_options = _group(cfg, "engine", EngineSchema)
     engine_options.check()
+    if engine_options.name == "server":
+        engine_options.check_server()
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, tasks=tasks,
@@ -474,5 +476,5 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         decode_workers=video.workers, decode_timeout_s=video.timeout_s, ablation=video.ablation,
         prune_rate=video.prune_rate, segments=_segments(video), adapters=tuple(adapters), include_base=lora.include_base,
         lora_max_rank=lora.max_rank, speculative=spec, forced_lengths=forced_lengths,
-        runner=_runner(cfg), server=ServerOptions.from_engine(engine_options) if engine_options.name == "server" else None,
+        runner=_runner(cfg), server=engine_options if engine_options.name == "server" else None,
     )

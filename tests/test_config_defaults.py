@@ -17,7 +17,6 @@ import pytest
 from omegaconf import MISSING, OmegaConf
 
 from caption.config import CONF_DIR
-from caption.engines.options import ServerOptions
 from caption.schema import GROUP_SCHEMAS, EngineSchema, SamplingSchema
 from quant.presets import options
 from quant.tiers import Tier
@@ -59,7 +58,7 @@ def test_no_preset_repeats_a_default_written_elsewhere(compose_config, group, op
 
 def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synth_dir):
     """No typed copy of a group: the job holds the schema's own dataclass, so a key has one type, one
-    default and one help text (ServerOptions holds what engine=server derives from the engine group)."""
+    default and one help text; engine=server's keys are the engine group's own."""
     from caption.config import load_job_config
     from caption.schema import RunnerSchema
 
@@ -67,14 +66,14 @@ def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synt
                                           "engine.base_url=http://localhost:9/v1/"]))
     assert type(job.engine_options) is EngineSchema and type(job.sampling) is SamplingSchema
     assert type(job.runner) is RunnerSchema
-    assert _names(ServerOptions) <= _names(EngineSchema) and job.server.base_url == "http://localhost:9/v1"
+    assert job.server is job.engine_options and job.server.base_url == "http://localhost:9/v1"
 
 
 def test_readers_keep_no_defaults_of_their_own():
     """A dataclass default would be a second home for a value the presets or the schema already hold."""
     from caption.config import JobConfig, ModelSettings
 
-    for cls in (ServerOptions, Tier, ModelSettings):
+    for cls in (Tier, ModelSettings):
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
     # the job: only what caption/planning.py plan_job fills in starts empty
     defaulted = {f.name for f in fields(JobConfig) if f.default is not NO_DEFAULT or f.default_factory is not NO_DEFAULT}

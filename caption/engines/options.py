@@ -1,7 +1,6 @@
 """The `engine` config group (conf/engine/*.yaml): EngineSchema declares each key once (type, default,
-help) and is the typed object every engine reads (caption/config.py makes it with OmegaConf.to_object);
-ServerOptions is what engine=server derives from it: the server's address made canonical, the API key
-read when a connection is made.
+help) and is the typed object every engine reads (caption/config.py makes it with OmegaConf.to_object),
+engine=server included: where the server is and how to talk to it (check_server, public_url, api_key).
 """
 
 from __future__ import annotations
@@ -61,23 +60,10 @@ class EngineSchema:
         at_least(self.max_restarts, "engine.max_restarts", inclusive=True)
         one_of(self.prepare_ahead, PREPARE_AHEAD, "engine.prepare_ahead")
 
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """engine=server: the server's API, the model it serves, the variable holding its key, and how
-    long and how often a request is tried, as EngineSchema's keys give them (checked, the URL without a
-    trailing slash)."""
-    base_url: str                # as given: scheme://host:port/path, no credentials (public_url strips nothing else)
-    served_model: str | None     # None: the one base model the server serves
-    api_key_env: str | None      # the environment variable holding the API key; None: no key
-    timeout_s: float
-    retries: int
-    retry_wait_s: float
-
-    @classmethod
-    def from_engine(cls, engine: EngineSchema) -> "ServerOptions":
-        """Check engine=server's keys; ConfigError names the `engine.<key>` to fix."""
-        url = engine.base_url
+    def check_server(self) -> None:
+        """engine=server's keys: ConfigError names the `engine.<key>` to fix. The URL loses a trailing slash,
+        an empty served_model or api_key_env is none."""
+        url = self.base_url
         if not url:
             raise ConfigError("engine=server needs `engine.base_url`: the server's OpenAI-compatible API, e.g. "
                               "engine.base_url=http://gpu-box:8000/v1")
@@ -89,27 +75,25 @@ class ServerOptions:
             raise ConfigError("`engine.base_url` holds credentials (user:password@): they would be written into the "
                               "run folder's config; put the key in an environment variable and name it in "
                               "engine.api_key_env")
-        env = engine.api_key_env
+        env = self.api_key_env
         if env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(env)):  # a key given in its place: not echoed
             raise ConfigError("`engine.api_key_env` must name an environment variable (letters, digits, _), "
                               "not hold the key itself")
         if env and os.environ.get(str(env)) is None:
             raise ConfigError(f"`engine.api_key_env={env}` names an environment variable that is not set: export "
                               f"{env}=<the server's API key>, or set engine.api_key_env=null for a server without one")
-        options = cls(base_url=str(url).rstrip("/"), served_model=engine.served_model or None,
-                      api_key_env=str(env) if env else None, timeout_s=engine.timeout_s,
-                      retries=engine.retries, retry_wait_s=engine.retry_wait_s)
-        if options.timeout_s <= 0:
-            raise ConfigError(f"`engine.timeout_s` must be > 0, got {options.timeout_s:g}")
-        if options.retries < 0 or options.retry_wait_s < 0:
+        if self.timeout_s <= 0:
+            raise ConfigError(f"`engine.timeout_s` must be > 0, got {self.timeout_s:g}")
+        if self.retries < 0 or self.retry_wait_s < 0:
             raise ConfigError("`engine.retries` and `engine.retry_wait_s` must be >= 0")
-        return options
+        self.base_url, self.served_model = str(url).rstrip("/"), self.served_model or None
+        self.api_key_env = str(env) if env else None
 
     @property
     def public_url(self) -> str:
         """The API's address as records and summaries name it: no query or fragment (the config refuses
         credentials in it)."""
-        parts = urlsplit(self.base_url)
+        parts = urlsplit(self.base_url or "")
         return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path.rstrip("/"), "", ""))
 
     def api_key(self) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.options import EngineSchema, ServerOptions
+from caption.engines.options import EngineSchema
 from caption.generation import SamplingSchema
 
 
@@ -29,7 +29,7 @@ class EngineSpec:
     requests_per_clip: int            # tasks x variants: the requests that share one clip's processed video
     frames_per_clip: int              # the most frames a clip is given (video.num_frames, or max_frames)
     frame_pixels: int                 # the most pixels one frame has (the decoder's size or pixel budget)
-    server: ServerOptions | None = None  # engine=server: where it is, how long and how often to try
+    server: EngineSchema | None = None  # engine=server: where it is, how long and how often to try
     served_model: str | None = None   # engine=server: the name the server serves the model under
 
     @property
