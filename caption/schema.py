@@ -1,9 +1,14 @@
-"""The job's top-level settings as a typed schema: the one home of their defaults and their help.
+"""The job's settings as typed schemas: the one home of each key's type, default, help and checks.
 
-conf/config.yaml lists the config groups (model, engine, gpu, ...); this schema is the rest. Hydra
-validates every override against it while it composes the config, before anything loads: a wrong
-type (`limit=abc`, `resume=maybe`) or an unknown key (`outptu=x`, even as `+outptu=x`) stops the job in
-one line (caption/cli.py says it). `caption --help` prints each key with its default and help text.
+JobSchema holds the top-level settings and types each config group (conf/config.yaml lists them) with
+its schema: the video, lora, spec and runner groups here, sampling in caption/generation.py, engine in
+caption/engines/options.py, gpu, model and quant in quant/schema.py (GROUP_SCHEMAS lists them all).
+Hydra validates every override against them while it composes the config, before anything loads: a
+wrong type (`limit=abc`, `resume=maybe`) or an unknown key (`outptu=x`) stops the job in one line
+(caption/cli.py says it; caption/config.py refuses a `+key` the schemas lack). caption/config.py then
+reads each group as its schema's dataclass (OmegaConf.to_object) and runs the group's check(), which
+holds the ranges and cross-key rules a type cannot say. `caption --help` prints each key with its
+default and help text; docs/development.md shows how a setting is added.
 """
 
 from __future__ import annotations
@@ -43,10 +48,10 @@ class BenchmarkSchema:
               "(caption/forced_lengths.py); needs sampling.max_new_tokens >= max")
 
 
-# The config groups' schemas. A field without a default (MISSING) is set by every preset of the group
-# (conf/<group>/*.yaml hold those values and say why); a field with a default is optional, its default
-# written here (or, for decoding, in video_io, whose library defaults the job uses) and nowhere else.
-# tests/test_config_defaults.py checks that no preset repeats one.
+# The config groups' schemas. A field without a default (preset_key: MISSING) is set by every preset of
+# the group (conf/<group>/*.yaml hold those values and say why); a field with a default is optional, its
+# default written here (or, for decoding, in video_io, whose library defaults the job uses) and nowhere
+# else. tests/test_config_defaults.py checks that no preset repeats one and that every field has help.
 
 @dataclass
 class VideoSchema:
