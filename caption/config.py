@@ -16,10 +16,12 @@ from omegaconf.errors import MissingMandatoryValue
 import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
+from caption.engine_choice import requested_engine
 from caption.engines.options import EngineSchema
 from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
 from caption.generation import SamplingSchema
+from caption.job_paths import io_paths
 from caption.option import ConfigError as ConfigError  # where callers have always found it
 from caption.option import at_least, closest, one_of
 from caption.prompts import INSTRUCTIONS_KO
@@ -163,12 +165,6 @@ def _mapping(node: Any) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()}
 
 
-def _require(cfg: DictConfig, key: str) -> Any:
-    if OmegaConf.is_missing(cfg, key):
-        raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
-    return cfg[key]
-
-
 def _model(cfg: DictConfig) -> ModelSettings:
     m = cfg.model
     try:
@@ -293,58 +289,6 @@ def _runner(cfg: DictConfig) -> RunnerSchema:
     return runner
 
 
-def _requested_engine(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None) -> str:
-    """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
-    video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
-    requested = str(cfg.engine.name)
-    pruned = cfg.video.prune_rate > 0  # checked: VideoSchema.check()
-    if requested == "server":
-        _check_server_job(cfg, sampling, spec, pruned)
-        return requested
-    if pruned and (requested == "hf" or sampling.beam_search and sampling.do_sample):
-        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` runs on engine=vllm: transformers' generate "
-                          "has no video-token pruning for these families; use engine=vllm (or auto), or "
-                          "video.prune_rate=0")
-    if sampling.beam_search and spec is not None:
-        raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
-                          "set spec=none or another sampling preset")
-    if sampling.beam_search and sampling.do_sample:
-        # vLLM's LLM.beam_search ranks beams by the log-probabilities it asks the engine for, which vLLM
-        # computes from the raw logits (vllm/entrypoints/generate/beam_search/offline.py, logprobs of
-        # max_tokens=1 requests): temperature changes nothing there, so beam *sampling* is transformers'
-        if requested == "vllm":
-            raise ConfigError(f"`sampling={sampling.name}` samples within beam search (num_beams={sampling.num_beams}, "
-                              f"temperature={sampling.temperature:g}); vLLM 0.32's LLM.beam_search "
-                              "(vllm/entrypoints/generate/beam_search/offline.py) ranks beams by raw log-probabilities "
-                              "and cannot sample: use engine=hf (or engine=auto), or sampling.temperature=0")
-        return "hf"
-    if spec is not None or pruned:
-        if spec is not None and requested == "hf":
-            raise ConfigError(f"`spec={spec['method']}`: speculative decoding runs on engine=vllm; use engine=vllm "
-                              "(or engine=auto), or spec=none")
-        return "vllm"
-    return requested
-
-
-def _check_server_job(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None, pruned: bool) -> None:
-    """engine=server: what the server decides when it starts cannot be asked of it per request."""
-    if spec is not None:
-        raise ConfigError(f"`spec={spec['method']}` with engine=server: speculative decoding is the server's (vLLM: "
-                          "--speculative-config when it starts); set spec=none")
-    if pruned:
-        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` with engine=server: video-token pruning is the "
-                          "server's (vLLM: --video-pruning-rate when it starts); set video.prune_rate=0")
-    if cfg.quant.method not in ("auto", "none"):
-        raise ConfigError(f"`quant={cfg.quant.method}` with engine=server: the server loads the weights it serves; "
-                          "serve a quantized checkpoint there and drop the quant setting here")
-    if sampling.beam_search and sampling.do_sample:
-        raise ConfigError(f"`sampling={sampling.name}` samples within beam search, which vLLM's beam search cannot "
-                          "(it ranks beams by raw log-probabilities): use engine=hf, or sampling.temperature=0")
-    if cfg.runner.name != "local":
-        raise ConfigError("`runner=ray` with engine=server: the server is where the work scales out; use "
-                          "runner=local and raise engine.max_inflight (or put several servers behind one address)")
-
-
 def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
     spec = _group(cfg, "spec", SpecSchema)
@@ -386,39 +330,6 @@ def _forced_lengths(cfg: DictConfig, sampling: SamplingSchema) -> ForcedLengths 
     return lengths
 
 
-def _default_output() -> Path:
-    """captions.jsonl in this run's Hydra folder (each job of a sweep gets its own)."""
-    from caption.sweep import run_dir
-
-    folder = run_dir()
-    if folder is None:
-        raise ConfigError("`output` is required: add `output=captions.jsonl` (a JSONL file path)")
-    return folder / "captions.jsonl"  # the job makes the folder (caption/job.py run_job)
-
-
-def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
-    input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
-    given = bool(cfg.get("output"))
-    output = Path(str(cfg.output)).expanduser() if given else _default_output()
-    if not input_dir.is_dir():
-        raise ConfigError(f"`input_dir={input_dir}` is not a folder")
-    if output.exists() and output.is_dir():
-        raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
-    # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
-    # refused there in one line where its parent cannot take it
-    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json")).expanduser()
-    references = cfg.references
-    if references == "auto":
-        found = input_dir / "references.jsonl"
-        references = found if found.is_file() else None
-    elif references is not None:
-        references = Path(str(references)).expanduser()
-        if not references.is_file():
-            raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
-                              "or set references=null")
-    return input_dir, output, summary, references
-
-
 def _quant(cfg: DictConfig) -> dict[str, Any]:
     """The `quant` group; a checkpoint in the user's home (`~/...`) as the engines must open it."""
     quant = _mapping(cfg.quant)
@@ -435,7 +346,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     plan_only = bool(cfg.plan_only)
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
-        input_dir, output, summary, references = _io_paths(cfg)
+        input_dir, output, summary, references = io_paths(cfg)
     tasks = tuple(cfg.tasks)
     if not tasks:
         raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
@@ -469,7 +380,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         retry_errors=bool(cfg.retry_errors), recaption_changed=bool(cfg.recaption_changed),
         fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
-        model=model, requested_engine=_requested_engine(cfg, sampling, spec),
+        model=model, requested_engine=requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
         gpu=_mapping(cfg.gpu), quant=_quant(cfg),
         sampling=sampling, decode=decode,
