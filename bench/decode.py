@@ -37,7 +37,10 @@ from caption.config import REPO_ROOT
 from caption_report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
 from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip
 from video_io.pyav_frames import decode_wanted, packet_index
+from video_io.sampling import SamplingSpec
 from video_io.thumbnails import read_frames, thumbnail_size
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 CLIPS = {  # name: footage generator arguments
     "1080p_h264_20s_gop2s": ["--size", "1920x1080", "--seconds", "20", "--fps", "30", "--codec", "h264",
@@ -112,7 +115,7 @@ def measure_clip(name: str, args, cores: int) -> dict:
     path = make_clip(args.out, name)
     row = {"clip": name, "file": path.name, "cores": cores}
     for seek in SEEK_MODES:
-        spec = DecodeSpec(max_pixels=3136, size_multiple=28, seek=seek, backend=args.backend)
+        spec = DecodeSpec(EIGHT_FRAMES, max_pixels=3136, size_multiple=28, seek=seek, backend=args.backend)
         best, cpu, clip = float("inf"), float("inf"), None
         for _ in range(args.repeat):
             started = time.process_time()  # this process's CPU time, every thread (FFmpeg's, the driver's)

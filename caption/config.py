@@ -6,26 +6,31 @@ a message that says which key to change, instead of after a model has loaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 import vidcap_ko_files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engines.options import EngineOptions, ServerOptions
+from caption.engine_choice import requested_engine
+from caption.engines.options import EngineSchema
 from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
-from caption.generation import GenerationConfigError, SamplingSettings, load_sampling
+from caption.generation import SamplingSchema
+from caption.job_paths import io_paths
+from caption.option import ConfigError as ConfigError  # where callers have always found it
+from caption.option import at_least, closest, one_of
 from caption.prompts import INSTRUCTIONS_KO
+from caption.schema import GROUP_SCHEMAS, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
 from families import UnknownFamily, get_family
 from quant.plan import Plan
-from video_io.coverage import SHORT_SHOTS
-from video_io.decode import BACKENDS, DecodeSpec
-from video_io.sampling import MODES, SamplingSpec
-from video_io.segmenting import SEGMENT_MODES, SegmentSpec
+from video_io.decode import DecodeSpec
+from video_io.sampling import SamplingSpec
+from video_io.segmenting import SegmentSpec
 
 # conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko_files/)
 SHIPPED_ROOT = shipped.ROOT
@@ -33,11 +38,7 @@ CONF_DIR = SHIPPED_ROOT / "conf"
 # where benchmarks, training and the docs tools keep data/: the checkout (installed: the current folder)
 REPO_ROOT = shipped.WORK_ROOT
 ENGINES = ("auto", "vllm", "hf", "server")
-ABLATIONS = ("none", "reverse", "first_frame")
-SPEC_METHODS = ("none", "ngram", "draft_model")
 RUNNERS = ("local", "ray")
-class ConfigError(ValueError):
-    """An invalid setting; the message names the key and what to change it to."""
 
 
 def register_resolvers() -> None:
@@ -60,19 +61,7 @@ class ModelSettings:
     dtype: str
     max_model_len: int
     trained_on: str | None  # what the checkpoint knows, where its preset says (the embedded one: caption-synth)
-    preset: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole `model` group, as the planner reads it
-
-
-@dataclass(frozen=True)
-class RunnerSettings:
-    """Where decoding and generation run (conf/runner/*.yaml hold the defaults); None on runner=local."""
-    name: str
-    address: str | None = None
-    actors: int | None = None
-    engine_cpus: float | None = None
-    decode_cpus: float | None = None
-    batch_clips: int | None = None
-    max_retries: int | None = None
+    preset: dict[str, Any] = field(repr=False)  # the whole `model` group, as the planner reads it
 
 
 @dataclass(frozen=True)
@@ -101,25 +90,27 @@ class JobConfig:
     verbose: bool
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
-    engine_options: EngineOptions
+    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/options.py)
     gpu: dict[str, Any]  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
     quant: dict[str, Any]  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
-    sampling: SamplingSettings
+    sampling: SamplingSchema  # the `sampling` group as composed and checked (caption/generation.py)
     decode: DecodeSpec
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
     decode_timeout_s: float
     ablation: str
     prune_rate: float  # video.prune_rate: the share of video tokens vLLM drops (0: none); the plan checks it
     segments: SegmentSpec  # video.segments and its settings: which parts of a video get a record of their own
-    runner: RunnerSettings
+    runner: RunnerSchema  # the `runner` group as composed (runner=local reads only its name)
     include_base: bool  # caption with the base model too (always, when there are no adapters)
     lora_max_rank: int
-    adapters: tuple[Adapter, ...] = ()
-    speculative: dict[str, Any] | None = None  # vLLM speculative_config
-    forced_lengths: ForcedLengths | None = None  # benchmark.output_tokens: every request generates exactly n tokens
+    # what the groups above resolve to (no defaults: every one is the config's, load_job_config passes it)
+    adapters: tuple[Adapter, ...]
+    speculative: dict[str, Any] | None  # vLLM speculative_config; None: off
+    forced_lengths: ForcedLengths | None  # benchmark.output_tokens: every request generates exactly n tokens
+    add_beside: bool  # resume into an output holding records made with other settings, beside them
+    server: EngineSchema | None  # engine=server: engine_options, its server keys checked (check_server)
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
-    add_beside: bool = False  # resume into an output holding records made with other settings, beside them
     # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
     # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
     settings: dict[str, Any] | None = None
@@ -127,7 +118,6 @@ class JobConfig:
     settings_ids: dict[tuple[str, str | None, bool], str] | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
-    server: ServerOptions | None = None  # engine=server: the server and how to talk to it
 
     @property
     def engine(self) -> str:
@@ -175,40 +165,6 @@ def _mapping(node: Any) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()}
 
 
-def _require(cfg: DictConfig, key: str) -> Any:
-    if OmegaConf.is_missing(cfg, key):
-        raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
-    return cfg[key]
-
-
-def _group_key(group: dict[str, Any], name: str, key: str) -> Any:
-    """A key every preset of config group `name` sets (its defaults live in conf/<name>/)."""
-    if group.get(key) is None:
-        raise ConfigError(f"`{name}.{key}` is missing: the conf/{name}/ preset in use must set it")
-    return group[key]
-
-
-def _choice(value: Any, allowed: Sequence[Any], key: str) -> Any:
-    if value not in allowed:
-        raise ConfigError(f"`{key}={value}` is not valid; choose one of: {', '.join(map(str, allowed))}")
-    return value
-
-
-def _positive(value: Any, key: str, allow_zero: bool = False) -> Any:
-    if value is None or (value < 0 if allow_zero else value <= 0):
-        raise ConfigError(f"`{key}` must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
-
-
-def _decode_workers(value: Any) -> int | str:
-    if value == "auto":
-        return "auto"
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
-                      f"got {value!r}")
-
-
 def _model(cfg: DictConfig) -> ModelSettings:
     m = cfg.model
     try:
@@ -224,7 +180,7 @@ def _model(cfg: DictConfig) -> ModelSettings:
     _check_checkpoint(m, path)
     return ModelSettings(name=str(m.name), family=str(m.family), path=path,
                          dtype=str(m.dtype),  # the plan sets the dtype the engine runs in
-                         max_model_len=int(_positive(m.max_model_len, "model.max_model_len")),
+                         max_model_len=int(at_least(m.max_model_len, "model.max_model_len")),
                          trained_on=m.get("trained_on"), preset=_mapping(m))
 
 
@@ -256,18 +212,39 @@ def _is_hub_id(path: str) -> bool:
     return len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
 
 
-def _sampling(cfg: DictConfig) -> SamplingSettings:
+Group = TypeVar("Group")
+
+
+def _group(cfg: DictConfig, name: str, schema: type[Group]) -> Group:
+    """Config group `name` as its schema's dataclass (caption/schema.py GROUP_SCHEMAS), which Hydra typed
+    while composing; a key a preset leaves unset is named in one line."""
     try:
-        return load_sampling(cfg)
-    except GenerationConfigError as exc:
-        raise ConfigError(str(exc)) from None
+        value = OmegaConf.to_object(cfg[name])
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"`{exc.full_key}` is missing: the conf/{name}/ preset in use must set it") from None
+    assert isinstance(value, schema), f"the {name} group is not typed by {schema.__name__}"
+    return value
 
 
-def _size_multiple(cfg: DictConfig) -> int:
+def _check_keys(cfg: DictConfig) -> None:
+    """Hydra refuses a key its schemas lack, except one added with `+` (`+outptu=x`, `+engine.batchsize=4`),
+    which the job would never read: refused here, in the words `caption --help` uses."""
+    unknown = sorted(set(cfg) - set(schema.known_keys()))
+    if unknown:
+        raise ConfigError(f"`{unknown[0]}` is not a setting{closest(unknown[0], schema.known_keys())} "
+                          "(caption --help lists them)")
+    for name, group_schema in GROUP_SCHEMAS.items():
+        known = [f.name for f in fields(group_schema)]
+        extra = sorted(set(cfg[name]) - set(known))
+        if extra:
+            raise ConfigError(f"`{name}.{extra[0]}` is not a setting{closest(extra[0], known, f'{name}.')} "
+                              "(caption --help lists them)")
+
+
+def _size_multiple(cfg: DictConfig, given: int | None) -> int:
     """`video.size_multiple`, or the model family's (null in conf/video/, the one home of the rule)."""
-    given = cfg.video.get("size_multiple")
     if given is not None:
-        return int(_positive(given, "video.size_multiple"))
+        return given
     arch = _mapping(cfg.model.arch) if cfg.model.get("arch") else {}
     try:
         return get_family(cfg.model.family).size_multiple(arch)
@@ -276,142 +253,55 @@ def _size_multiple(cfg: DictConfig) -> int:
                           "size multiple: add it, or set video.size_multiple") from None
 
 
-def _decode(cfg: DictConfig) -> DecodeSpec:
-    v = cfg.video
-    _choice(v.sampling, MODES, "video.sampling")
-    _choice(v.backend, BACKENDS, "video.backend")
+def _decode(cfg: DictConfig, v: VideoSchema) -> DecodeSpec:
+    """The frames the decoder gives: the video group's sampling and size, within the model preset's."""
     try:
-        sampling = SamplingSpec(mode=v.sampling, num_frames=int(v.num_frames), fps=float(v.fps),
-                                max_frames=int(v.max_frames), min_frames=int(v.min_frames))
-        max_pixels = v.get("max_pixels")
+        sampling = SamplingSpec(mode=v.sampling, num_frames=v.num_frames, fps=v.fps, max_frames=v.max_frames,
+                                min_frames=v.min_frames)
+        max_pixels = v.max_pixels
         if max_pixels is None and not (v.width and v.height):  # a preset without a budget: its square size
             max_pixels = int(cfg.model.frame_width) * int(cfg.model.frame_height)
         return DecodeSpec(sampling=sampling, width=v.width, height=v.height, backend=v.backend,
-                          max_pixels=max_pixels, size_multiple=_size_multiple(cfg),
-                          seek=str(_group_key(v, "video", "seek")))
+                          max_pixels=max_pixels, size_multiple=_size_multiple(cfg, v.size_multiple), seek=v.seek)
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
 
-def _segments(cfg: DictConfig) -> SegmentSpec:
-    v = cfg.video
+def _segments(v: VideoSchema) -> SegmentSpec:
     try:
-        return SegmentSpec(mode=_choice(v.segments, SEGMENT_MODES, "video.segments"),
-                           over_s=float(v.segment_over_s), min_s=float(v.segment_min_s),
-                           max_s=float(v.segment_max_s), stride_s=float(v.segment_stride_s),
-                           trim_s=float(v.segment_trim_s), threshold=float(v.scene_threshold),
-                           short=_choice(v.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots"))
+        return SegmentSpec(mode=v.segments, over_s=v.segment_over_s, min_s=v.segment_min_s, max_s=v.segment_max_s,
+                           stride_s=v.segment_stride_s, trim_s=v.segment_trim_s, threshold=v.scene_threshold,
+                           short=v.segment_short_shots)
     except ValueError as exc:
         raise ConfigError(f"`video`: {exc}") from None
 
 
-def _runner(cfg: DictConfig) -> RunnerSettings:
-    r = _mapping(cfg.runner)
-    name = _choice(r.get("name"), RUNNERS, "runner")
-    if name == "local":
-        return RunnerSettings(name="local")
-    try:
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise ConfigError("runner=ray needs Ray: `make setup` installs it (pip install -c constraints.txt "
-                          "-e '.[cpu,test]'), or pip install 'ray[data]==2.60.0'") from None
-    actors = r.get("actors")
-    batch = r.get("batch_clips")
-    return RunnerSettings(
-        name=name, address=None if r.get("address") in (None, "") else str(r["address"]),
-        actors=None if actors is None else int(_positive(actors, "runner.actors")),
-        engine_cpus=float(_positive(r.get("engine_cpus"), "runner.engine_cpus")),
-        decode_cpus=float(_positive(r.get("decode_cpus"), "runner.decode_cpus")),
-        batch_clips=None if batch is None else int(_positive(batch, "runner.batch_clips")),
-        max_retries=int(_positive(r.get("max_retries"), "runner.max_retries", allow_zero=True)))
-
-
-def _prune_rate(cfg: DictConfig) -> float:
-    rate = float(cfg.video.prune_rate)
-    if not 0 <= rate < 1:
-        raise ConfigError(f"`video.prune_rate={rate:g}` must be in [0, 1): the share of video tokens dropped (0: none)")
-    return rate
-
-
-def _requested_engine(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None) -> str:
-    """engine=auto leaves the choice to the planner, except where sampling, speculative decoding or
-    video-token pruning decide it: beam sampling only runs on transformers, the other two only on vLLM."""
-    requested = str(cfg.engine.name)
-    pruned = _prune_rate(cfg) > 0
-    if requested == "server":
-        _check_server_job(cfg, sampling, spec, pruned)
-        return requested
-    if pruned and (requested == "hf" or sampling.beam_search and sampling.do_sample):
-        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` runs on engine=vllm: transformers' generate "
-                          "has no video-token pruning for these families; use engine=vllm (or auto), or "
-                          "video.prune_rate=0")
-    if sampling.beam_search and spec is not None:
-        raise ConfigError("beam search (sampling.num_beams > 1) and speculative decoding do not go together: "
-                          "set spec=none or another sampling preset")
-    if sampling.beam_search and sampling.do_sample:
-        # vLLM's LLM.beam_search ranks beams by the log-probabilities it asks the engine for, which vLLM
-        # computes from the raw logits (vllm/entrypoints/generate/beam_search/offline.py, logprobs of
-        # max_tokens=1 requests): temperature changes nothing there, so beam *sampling* is transformers'
-        if requested == "vllm":
-            raise ConfigError(f"`sampling={sampling.name}` samples within beam search (num_beams={sampling.num_beams}, "
-                              f"temperature={sampling.temperature:g}); vLLM 0.32's LLM.beam_search "
-                              "(vllm/entrypoints/generate/beam_search/offline.py) ranks beams by raw log-probabilities "
-                              "and cannot sample: use engine=hf (or engine=auto), or sampling.temperature=0")
-        return "hf"
-    if spec is not None or pruned:
-        if spec is not None and requested == "hf":
-            raise ConfigError(f"`spec={spec['method']}`: speculative decoding runs on engine=vllm; use engine=vllm "
-                              "(or engine=auto), or spec=none")
-        return "vllm"
-    return requested
-
-
-def _check_server_job(cfg: DictConfig, sampling: SamplingSettings, spec: dict[str, Any] | None, pruned: bool) -> None:
-    """engine=server: what the server decides when it starts cannot be asked of it per request."""
-    if spec is not None:
-        raise ConfigError(f"`spec={spec['method']}` with engine=server: speculative decoding is the server's (vLLM: "
-                          "--speculative-config when it starts); set spec=none")
-    if pruned:
-        raise ConfigError(f"`video.prune_rate={cfg.video.prune_rate:g}` with engine=server: video-token pruning is the "
-                          "server's (vLLM: --video-pruning-rate when it starts); set video.prune_rate=0")
-    if cfg.quant.method not in ("auto", "none"):
-        raise ConfigError(f"`quant={cfg.quant.method}` with engine=server: the server loads the weights it serves; "
-                          "serve a quantized checkpoint there and drop the quant setting here")
-    if sampling.beam_search and sampling.do_sample:
-        raise ConfigError(f"`sampling={sampling.name}` samples within beam search, which vLLM's beam search cannot "
-                          "(it ranks beams by raw log-probabilities): use engine=hf, or sampling.temperature=0")
-    if cfg.runner.name != "local":
-        raise ConfigError("`runner=ray` with engine=server: the server is where the work scales out; use "
-                          "runner=local and raise engine.max_inflight (or put several servers behind one address)")
-
-
-def _server(cfg: DictConfig) -> ServerOptions | None:
-    """engine=server: its keys of the `engine` group, checked (None for the other engines)."""
-    if cfg.engine.name != "server":
-        return None
-    try:
-        return ServerOptions.from_config(_mapping(cfg.engine))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+def _runner(cfg: DictConfig) -> RunnerSchema:
+    runner = _group(cfg, "runner", RunnerSchema)
+    one_of(runner.name, RUNNERS, "runner")
+    runner.check()
+    if runner.name == "ray":
+        try:
+            import ray.data  # noqa: F401
+        except ImportError:
+            raise ConfigError("runner=ray needs Ray: `make setup` installs it (pip install -c constraints.txt "
+                              "-e '.[cpu,test]'), or pip install 'ray[data]==2.60.0'") from None
+    return runner
 
 
 def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     """The `spec` group as vLLM's speculative_config (None: off)."""
-    spec = _mapping(cfg.spec)
-    method = _choice(spec.get("method"), SPEC_METHODS, "spec.method")
-    if method == "none":
+    spec = _group(cfg, "spec", SpecSchema)
+    spec.check()
+    if spec.method == "none":
         return None
-    config = {"method": method, "num_speculative_tokens": int(_positive(spec.get("num_speculative_tokens"),
-                                                                       "spec.num_speculative_tokens"))}
-    if method == "ngram":
-        config.update(prompt_lookup_max=int(_positive(_group_key(spec, "spec", "prompt_lookup_max"),
-                                                      "spec.prompt_lookup_max")),
-                      prompt_lookup_min=int(_positive(_group_key(spec, "spec", "prompt_lookup_min"),
-                                                      "spec.prompt_lookup_min")))
+    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
+    if spec.method == "ngram":
+        config.update(prompt_lookup_max=spec.prompt_lookup_max, prompt_lookup_min=spec.prompt_lookup_min)
     else:
-        draft = Path(str(spec.get("model") or "")).expanduser()
+        draft = Path(str(spec.model or "")).expanduser()
         if not (draft / "config.json").is_file():
-            raise ConfigError(f"`spec.model={spec.get('model')}` is not a model folder; point it at a draft model "
+            raise ConfigError(f"`spec.model={spec.model}` is not a model folder; point it at a draft model "
                               "that shares the target's tokenizer (python -m training.train_draft makes one)")
         target = Path(model_path) / "tokenizer.json"
         if target.is_file() and (draft / "tokenizer.json").read_bytes() != target.read_bytes():
@@ -421,7 +311,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
     return config
 
 
-def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLengths | None:
+def _forced_lengths(cfg: DictConfig, sampling: SamplingSchema) -> ForcedLengths | None:
     """`benchmark.output_tokens`: forced lengths, within what the plan sized memory for."""
     value = cfg.benchmark.output_tokens
     try:
@@ -440,39 +330,6 @@ def _forced_lengths(cfg: DictConfig, sampling: SamplingSettings) -> ForcedLength
     return lengths
 
 
-def _default_output() -> Path:
-    """captions.jsonl in this run's Hydra folder (each job of a sweep gets its own)."""
-    from caption.sweep import run_dir
-
-    folder = run_dir()
-    if folder is None:
-        raise ConfigError("`output` is required: add `output=captions.jsonl` (a JSONL file path)")
-    return folder / "captions.jsonl"  # the job makes the folder (caption/job.py run_job)
-
-
-def _io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
-    input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
-    given = bool(cfg.get("output"))
-    output = Path(str(cfg.output)).expanduser() if given else _default_output()
-    if not input_dir.is_dir():
-        raise ConfigError(f"`input_dir={input_dir}` is not a folder")
-    if output.exists() and output.is_dir():
-        raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
-    # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
-    # refused there in one line where its parent cannot take it
-    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json")).expanduser()
-    references = cfg.references
-    if references == "auto":
-        found = input_dir / "references.jsonl"
-        references = found if found.is_file() else None
-    elif references is not None:
-        references = Path(str(references)).expanduser()
-        if not references.is_file():
-            raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
-                              "or set references=null")
-    return input_dir, output, summary, references
-
-
 def _quant(cfg: DictConfig) -> dict[str, Any]:
     """The `quant` group; a checkpoint in the user's home (`~/...`) as the engines must open it."""
     quant = _mapping(cfg.quant)
@@ -485,38 +342,37 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
     and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
-    unknown = sorted(set(cfg) - set(schema.known_keys()))
-    if unknown:  # `+outptu=x`: Hydra adds what a `+` asks for, the job would never read it
-        raise ConfigError(f"`{unknown[0]}` is not a setting{schema.closest(unknown[0], schema.known_keys())} "
-                          "(caption --help lists them)")
+    _check_keys(cfg)
     plan_only = bool(cfg.plan_only)
     input_dir = output = summary = references = None
     if not plan_only:  # a plan needs no clips
-        input_dir, output, summary, references = _io_paths(cfg)
+        input_dir, output, summary, references = io_paths(cfg)
     tasks = tuple(cfg.tasks)
     if not tasks:
         raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
     for task in tasks:
-        _choice(task, tuple(INSTRUCTIONS_KO), "tasks")
+        one_of(task, tuple(INSTRUCTIONS_KO), "tasks")
     if len(set(tasks)) != len(tasks):
         raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
     if cfg.limit is not None:
-        _positive(cfg.limit, "limit")
-    _choice(cfg.engine.name, ENGINES, "engine")
-    model, sampling, decode = _model(cfg), _sampling(cfg), _decode(cfg)
+        at_least(cfg.limit, "limit")
+    one_of(cfg.engine.name, ENGINES, "engine")
+    model, sampling, video = _model(cfg), _group(cfg, "sampling", SamplingSchema), _group(cfg, "video", VideoSchema)
+    sampling.check()
+    video.check()
+    decode = _decode(cfg, video)
     forced_lengths = _forced_lengths(cfg, sampling)
     spec = _spec(cfg, model.path)
-    lora = _mapping(cfg.lora)
-    max_rank = int(_group_key(lora, "lora", "max_rank"))
+    lora = _group(cfg, "lora", LoraSchema)
     try:
-        adapters = load_adapters(list(lora.get("adapters") or []), model.path, model.name, max_rank,
+        adapters = load_adapters([asdict(a) for a in lora.adapters], model.path, model.name, lora.max_rank,
                                  get_family(model.family).vision_modules)
     except AdapterError as exc:
         raise ConfigError(str(exc)) from None
-    try:
-        engine_options = EngineOptions.from_config(_mapping(cfg.engine))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    engine_options = _group(cfg, "engine", EngineSchema)
+    engine_options.check()
+    if engine_options.name == "server":
+        engine_options.check_server()
     return JobConfig(
         input_dir=input_dir, output=output, summary_path=summary, references=references,
         plan_only=plan_only, tasks=tasks,
@@ -524,14 +380,12 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         retry_errors=bool(cfg.retry_errors), recaption_changed=bool(cfg.recaption_changed),
         fail_fast=bool(cfg.fail_fast),
         limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
-        model=model, requested_engine=_requested_engine(cfg, sampling, spec),
+        model=model, requested_engine=requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
         gpu=_mapping(cfg.gpu), quant=_quant(cfg),
         sampling=sampling, decode=decode,
-        decode_workers=_decode_workers(cfg.video.workers),
-        decode_timeout_s=float(_positive(cfg.video.timeout_s, "video.timeout_s")),
-        ablation=_choice(cfg.video.ablation, ABLATIONS, "video.ablation"), prune_rate=_prune_rate(cfg),
-        segments=_segments(cfg), adapters=tuple(adapters), include_base=bool(_group_key(lora, "lora", "include_base")),
-        lora_max_rank=max_rank, speculative=spec, forced_lengths=forced_lengths,
-        runner=_runner(cfg), server=_server(cfg),
+        decode_workers=video.workers, decode_timeout_s=video.timeout_s, ablation=video.ablation,
+        prune_rate=video.prune_rate, segments=_segments(video), adapters=tuple(adapters), include_base=lora.include_base,
+        lora_max_rank=lora.max_rank, speculative=spec, forced_lengths=forced_lengths,
+        runner=_runner(cfg), server=engine_options if engine_options.name == "server" else None,
     )

@@ -9,28 +9,29 @@ Decoding mode follows from the numbers, as in transformers' `do_sample`: tempera
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from omegaconf import DictConfig
+from caption.option import ConfigError, preset_key
+
+SAMPLED = {"sampling.temperature": "> 0"}  # temperature 0: greedy or beam search
+BEAMS = {"sampling.num_beams": "> 1"}
 
 
-class GenerationConfigError(ValueError):
-    """A bad `sampling.*` value; caption.config turns it into its ConfigError."""
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    name: str
-    temperature: float  # 0: no sampling (greedy, or beam search with num_beams > 1)
-    top_p: float
-    top_k: int  # 0: off
-    repetition_penalty: float  # 1.0: off
-    max_new_tokens: int
-    min_new_tokens: int  # end-of-sequence is blocked until this many tokens
-    num_beams: int  # 1: no beam search
-    length_penalty: float  # beam score = log-prob / length ** length_penalty; beam search only (1.0: off)
-    no_repeat_ngram_size: int  # 0: off; n > 0: no n-gram occurs twice in the sequence
-    early_stopping: bool  # beam search: stop once num_beams finished candidates exist
+@dataclass
+class SamplingSchema:
+    """The `sampling` group: every preset (conf/sampling/*.yaml) sets each key, and says why."""
+    name: str = preset_key("the preset's name, as records name their sampling")
+    temperature: float = preset_key("0: no sampling (greedy, or beam search with num_beams > 1); > 0 samples")
+    top_p: float = preset_key("sampling: the smallest set of tokens whose probabilities reach this, in (0, 1]",
+                              SAMPLED)
+    top_k: int = preset_key("sampling: only the k likeliest tokens; 0: off", SAMPLED)
+    repetition_penalty: float = preset_key("> 1 makes tokens already in the caption less likely; 1.0: off")
+    max_new_tokens: int = preset_key("the longest caption, in tokens (the plan sizes memory for it)")
+    min_new_tokens: int = preset_key("end-of-sequence is blocked until the caption has this many tokens")
+    num_beams: int = preset_key("1: no beam search; n > 1: beam search over n candidates")
+    length_penalty: float = preset_key("beam search: score = log-prob / length ** length_penalty; 1.0: off", BEAMS)
+    no_repeat_ngram_size: int = preset_key("n > 0: no n-gram occurs twice in the caption; 0: off")
+    early_stopping: bool = preset_key("beam search: stop once num_beams finished candidates exist", BEAMS)
 
     @property
     def do_sample(self) -> bool:
@@ -44,43 +45,25 @@ class SamplingSettings:
     def greedy(self) -> bool:
         return not self.do_sample and not self.beam_search
 
+    def check(self) -> None:
+        """The ranges and the one cross-key rule Hydra's types do not say; ConfigError names the key."""
+        _require(self.temperature >= 0, f"`sampling.temperature` must be >= 0 (0 = greedy), got {self.temperature}")
+        _require(0 < self.top_p <= 1, f"`sampling.top_p` must be in (0, 1], got {self.top_p}")
+        _require(self.top_k >= 0, f"`sampling.top_k` must be >= 0 (0 = off), got {self.top_k}")
+        _require(self.repetition_penalty > 0,
+                 f"`sampling.repetition_penalty` must be > 0 (1.0 = off), got {self.repetition_penalty}")
+        _require(self.max_new_tokens > 0, f"`sampling.max_new_tokens` must be > 0, got {self.max_new_tokens}")
+        _require(self.min_new_tokens >= 0, f"`sampling.min_new_tokens` must be >= 0, got {self.min_new_tokens}")
+        _require(self.min_new_tokens <= self.max_new_tokens, f"`sampling.min_new_tokens` ({self.min_new_tokens}) "
+                 f"exceeds `sampling.max_new_tokens` ({self.max_new_tokens})")
+        _require(self.num_beams > 0, f"`sampling.num_beams` must be > 0, got {self.num_beams}")
+        _require(self.no_repeat_ngram_size >= 0,
+                 f"`sampling.no_repeat_ngram_size` must be >= 0 (0 = off), got {self.no_repeat_ngram_size}")
 
-def load_sampling(cfg: DictConfig) -> SamplingSettings:
-    """The `sampling` group as SamplingSettings. Every key is required: the presets in conf/sampling/ are
-    the one home of their values (an unknown key, or one a preset leaves out, is an error)."""
-    s = cfg.sampling
-    known = {f.name for f in fields(SamplingSettings)}
-    unknown, missing = sorted(set(s) - known), sorted(k for k in known if s.get(k) is None)
-    if unknown:
-        raise GenerationConfigError(f"`sampling.{unknown[0]}` is not a sampling setting; known: {', '.join(sorted(known))}")
-    if missing:
-        raise GenerationConfigError(f"`sampling.{missing[0]}` is missing: the conf/sampling/ preset in use must set it")
-    if s.temperature < 0:
-        raise GenerationConfigError(f"`sampling.temperature` must be >= 0 (0 = greedy), got {s.temperature}")
-    if not 0 < s.top_p <= 1:
-        raise GenerationConfigError(f"`sampling.top_p` must be in (0, 1], got {s.top_p}")
-    if s.top_k < 0:
-        raise GenerationConfigError(f"`sampling.top_k` must be >= 0 (0 = off), got {s.top_k}")
-    if s.repetition_penalty <= 0:
-        raise GenerationConfigError(f"`sampling.repetition_penalty` must be > 0 (1.0 = off), got {s.repetition_penalty}")
-    if s.max_new_tokens is None or s.max_new_tokens <= 0:
-        raise GenerationConfigError(f"`sampling.max_new_tokens` must be > 0, got {s.max_new_tokens}")
-    if s.min_new_tokens < 0:
-        raise GenerationConfigError(f"`sampling.min_new_tokens` must be >= 0, got {s.min_new_tokens}")
-    if s.min_new_tokens > s.max_new_tokens:
-        raise GenerationConfigError(f"`sampling.min_new_tokens` ({s.min_new_tokens}) exceeds "
-                                    f"`sampling.max_new_tokens` ({s.max_new_tokens})")
-    num_beams, ngram = int(s.num_beams), int(s.no_repeat_ngram_size)
-    if num_beams <= 0:
-        raise GenerationConfigError(f"`sampling.num_beams` must be > 0, got {num_beams}")
-    if ngram < 0:
-        raise GenerationConfigError(f"`sampling.no_repeat_ngram_size` must be >= 0 (0 = off), got {ngram}")
-    return SamplingSettings(
-        name=str(s.name), temperature=float(s.temperature), top_p=float(s.top_p), top_k=int(s.top_k),
-        repetition_penalty=float(s.repetition_penalty), max_new_tokens=int(s.max_new_tokens),
-        min_new_tokens=int(s.min_new_tokens), num_beams=num_beams,
-        length_penalty=float(s.length_penalty), no_repeat_ngram_size=ngram,
-        early_stopping=bool(s.early_stopping))
+
+def _require(holds: bool, message: str) -> None:
+    if not holds:
+        raise ConfigError(message)
 
 
 # Where vLLM 0.32 (site-packages/vllm) decides what it can apply:
@@ -88,7 +71,7 @@ _VLLM_SAMPLING = "vllm/sampling_params.py SamplingParams"
 _VLLM_BEAMS = "vllm/entrypoints/generate/beam_search/offline.py LLM.beam_search"
 
 
-def sampling_warnings(s: SamplingSettings, engine: str) -> list[str]:
+def sampling_warnings(s: SamplingSchema, engine: str) -> list[str]:
     """One line per knob `s` sets that `engine` will not apply as the preset means it."""
     warnings = []
     name = f"sampling={s.name}"

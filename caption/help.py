@@ -13,7 +13,8 @@ from pathlib import Path
 from omegaconf import MISSING
 
 from caption.config import CONF_DIR
-from caption.schema import GROUP_SCHEMAS, GROUPS, closest, documented_keys, known_keys
+from caption.option import closest
+from caption.schema import GROUP_SCHEMAS, GROUPS, documented_keys, known_keys
 from quant.presets import default_options
 
 GROUP_HELP = {

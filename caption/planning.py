@@ -22,6 +22,7 @@ from families import get_family
 from quant.devices import resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
+from video_io.decode import DecodeSpec
 from video_io.footage_kind import footage_kind
 
 
@@ -196,10 +197,18 @@ def engine_spec(job: JobConfig) -> EngineSpec:
         lora_max_rank=job.lora_max_rank, speculative=job.speculative,
         requests_per_clip=len(job.tasks) * len(job.variants()),
         frames_per_clip=d.sampling.num_frames if d.sampling.mode == "uniform" else d.sampling.max_frames,
-        # the frames the decoder gives: an exact size, else the pixel budget (a clip's source size, where
-        # neither is set, is not known before decoding: the embedded presets' 448 x 448 stands in)
-        frame_pixels=d.width * d.height if d.width else d.max_pixels or 448 * 448,
+        frame_pixels=_frame_pixels(d),
         server=job.server, served_model=(job.plan.server or {}).get("served_model"))
+
+
+def _frame_pixels(d: DecodeSpec) -> int:
+    """The most pixels a decoded frame has: an exact size, else the pixel budget, which caption/config.py
+    _decode gives every job that sets no exact size (video.max_pixels, or the model preset's frame size)."""
+    if d.width and d.height:
+        return d.width * d.height
+    if d.max_pixels is None:
+        raise ConfigError("the job's frames have neither an exact size nor a pixel budget: set video.max_pixels")
+    return d.max_pixels
 
 
 def check_nvdec(job: JobConfig) -> None:

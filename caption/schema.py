@@ -1,9 +1,14 @@
-"""The job's top-level settings as a typed schema: the one home of their defaults and their help.
+"""The job's settings as typed schemas: the one home of each key's type, default, help and checks.
 
-conf/config.yaml lists the config groups (model, engine, gpu, ...); this schema is the rest. Hydra
-validates every override against it while it composes the config, before anything loads: a wrong
-type (`limit=abc`, `resume=maybe`) or an unknown key (`outptu=x`, even as `+outptu=x`) stops the job in
-one line (caption/cli.py says it). `caption --help` prints each key with its default and help text.
+JobSchema holds the top-level settings and types each config group (conf/config.yaml lists them) with
+its schema: the video, lora, spec and runner groups here, sampling in caption/generation.py, engine in
+caption/engines/options.py, gpu, model and quant in quant/schema.py (GROUP_SCHEMAS lists them all).
+Hydra validates every override against them while it composes the config, before anything loads: a
+wrong type (`limit=abc`, `resume=maybe`) or an unknown key (`outptu=x`) stops the job in one line
+(caption/cli.py says it; caption/config.py refuses a `+key` the schemas lack). caption/config.py then
+reads each group as its schema's dataclass (OmegaConf.to_object) and runs the group's check(), which
+holds the ranges and cross-key rules a type cannot say. `caption --help` prints each key with its
+default and help text; docs/development.md shows how a setting is added.
 """
 
 from __future__ import annotations
@@ -14,35 +19,22 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
+from caption.engines.options import EngineSchema
+from caption.generation import SamplingSchema
+from caption.option import ConfigError, at_least, one_of, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
-from video_io.decode import DecodeSpec
-from video_io.sampling import SamplingSpec
-from video_io.segmenting import SegmentSpec
+from video_io.coverage import SHORT_SHOTS
+from video_io.decode import BACKENDS, DecodeSpec
+from video_io.sampling import MODES, SamplingSpec
+from video_io.segmenting import SEGMENT_MODES, SegmentSpec
 from video_io.workers import DECODE_TIMEOUT_S
 
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-def option(default, help: str, read_when: dict | None = None, path: bool = False):
-    """A schema field with its help text (`caption --help`); lists and dicts take a copy per config.
-    `read_when`: the job reads it only when these settings hold (preset_key says how). `path`: its value
-    is a file or folder, taken as typed on the command line (caption/overrides.py)."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def preset_key(read_when: dict):
-    """A key every preset of its group sets (MISSING), which the job reads only when `read_when` holds:
-    {setting: the values it must have (a tuple), or a comparison ("> 0")}. A key given on the command
-    line whose setting is otherwise would do nothing: caption/unread.py refuses it, saying what to add."""
-    return field(default=MISSING, metadata={"read_when": read_when})
-
-
 # what decides whether a key is read (caption/unread.py checks given keys against it)
 BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
-BY_SERVER = {"engine.name": ("server",)}  # engine=server's own settings (caption/engines/server_engine.py)
+ABLATIONS = ("none", "reverse", "first_frame")
 
 
 @dataclass
@@ -56,67 +48,28 @@ class BenchmarkSchema:
               "(caption/forced_lengths.py); needs sampling.max_new_tokens >= max")
 
 
-# The config groups' schemas. A field without a default (MISSING) is set by every preset of the group
-# (conf/<group>/*.yaml hold those values and say why); a field with a default is optional, its default
-# written here (or, for decoding, in video_io, whose library defaults the job uses) and nowhere else.
-# tests/test_config_defaults.py checks that no preset repeats one.
-
-@dataclass
-class EngineSchema:
-    name: str = MISSING                    # auto | vllm | hf | server
-    seed: int = MISSING
-    max_restarts: int = MISSING
-    enable_prefix_caching: bool = preset_key({"engine.name": ("vllm",)})
-    max_inflight: int = preset_key({"engine.name": ("vllm", "server")})
-    log_level: str = preset_key({"engine.name": ("vllm",)})
-    batch_size: int = preset_key({"engine.name": ("hf",)})
-    attn_implementation: str = preset_key({"engine.name": ("hf",)})
-    prepare_ahead: str = preset_key({"engine.name": ("hf",)})  # auto | always | never (caption/engines/options.py)
-    # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
-    base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
-                                           "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)",
-                                     BY_SERVER)
-    served_model: Optional[str] = option(None, "engine=server: the model name the server serves (its /v1/models "
-                                               "lists them); null: the one base model it serves", BY_SERVER)
-    api_key_env: Optional[str] = option(None, "engine=server: the environment variable holding the server's API "
-                                              "key (sent as a bearer token, written nowhere); null: no key", BY_SERVER)
-    timeout_s: float = option(300.0, "engine=server: seconds one request may take, its wait in the server's queue "
-                                     "included; then it is tried again, and after the retries it is an error record",
-                              BY_SERVER)
-    retries: int = option(4, "engine=server: tries after the first for a request that met a connection error, a "
-                             "timeout, 429 or 5xx", BY_SERVER)
-    retry_wait_s: float = option(1.0, "engine=server: the wait before the first retry, doubled for each next one "
-                                      "(at most 30 s); a 429's Retry-After is kept", BY_SERVER)
-
-
-@dataclass
-class SamplingSchema:
-    name: str = MISSING
-    temperature: float = MISSING
-    top_p: float = preset_key({"sampling.temperature": "> 0"})  # temperature 0: greedy or beam search
-    top_k: int = preset_key({"sampling.temperature": "> 0"})
-    repetition_penalty: float = MISSING
-    max_new_tokens: int = MISSING
-    min_new_tokens: int = MISSING
-    num_beams: int = MISSING
-    length_penalty: float = preset_key({"sampling.num_beams": "> 1"})
-    no_repeat_ngram_size: int = MISSING
-    early_stopping: bool = preset_key({"sampling.num_beams": "> 1"})
-
+# The config groups' schemas. A field without a default (preset_key: MISSING) is set by every preset of
+# the group (conf/<group>/*.yaml hold those values and say why); a field with a default is optional, its
+# default written here (or, for decoding, in video_io, whose library defaults the job uses) and nowhere
+# else. tests/test_config_defaults.py checks that no preset repeats one and that every field has help.
 
 @dataclass
 class VideoSchema:
-    sampling: str = MISSING                # uniform | fps
-    num_frames: int = preset_key({BY_SAMPLING: ("uniform",)})
+    sampling: str = preset_key("uniform: num_frames spread over each clip; fps: frames at a fixed rate in time")
+    num_frames: int = preset_key("uniform sampling: frames per clip (the model preset's `frames`)",
+                                 {BY_SAMPLING: ("uniform",)})
     fps: float = option(SamplingSpec.fps, "fps sampling: frames per second of video", {BY_SAMPLING: ("fps",)})
     max_frames: int = option(SamplingSpec.max_frames, "fps sampling: at most this many frames (longer clips "
                                                       "are thinned evenly)", {BY_SAMPLING: ("fps",)})
     min_frames: int = option(SamplingSpec.min_frames, "fps sampling: at least this many frames",
                              {BY_SAMPLING: ("fps",)})
-    width: Optional[int] = MISSING
-    height: Optional[int] = MISSING
-    max_pixels: Optional[int] = MISSING
-    size_multiple: Optional[int] = MISSING
+    width: Optional[int] = preset_key("with height: every frame exactly this size (squashes other aspect ratios); "
+                                      "null: within max_pixels")
+    height: Optional[int] = preset_key("with width: every frame exactly this size; null: within max_pixels")
+    max_pixels: Optional[int] = preset_key("pixel budget per frame, aspect ratio kept; null: the model preset's "
+                                           "frame_width x frame_height")
+    size_multiple: Optional[int] = preset_key("both frame sides a multiple of this; null: the model family's "
+                                              "(families/<family>.py)")
     seek: str = option(DecodeSpec.seek, "auto: from each sampling segment its keyframe, else its first frame "
                                         "(cheapest; neighbours kept a quarter of a segment apart); exact: the "
                                         "segment's centre frame, decoded from the keyframe before it; keyframe: "
@@ -126,10 +79,12 @@ class VideoSchema:
                                               "it faster on this GPU: nowhere yet, video_io/nvdec_rule.py); decord: "
                                               "for comparison (not rotated clips); nvdec: PyAV with the GPU's "
                                               "decoder (same frames; video_io/nvdec.py)")
-    workers: Any = MISSING                 # auto or a whole number (Any: OmegaConf has no int-or-str type)
+    # Any: OmegaConf has no int-or-str type
+    workers: Any = preset_key("decoder processes: auto (the plan's count for this machine), a number, or 0: "
+                              "decode in the job's process (no timeout)")
     timeout_s: float = option(DECODE_TIMEOUT_S, "a clip that takes longer gets an error record; its decoder "
                                                 "is killed")
-    ablation: str = MISSING
+    ablation: str = preset_key("diagnostics: none | reverse (frames backwards) | first_frame (no motion)")
     prune_rate: float = option(0.0, "the share of each clip's video tokens vLLM drops before the language model "
                                     "(EVS: tokens that changed least from the frame before; the first frames' "
                                     "are kept), in [0, 1); 0: none. vLLM and the Qwen-VL families only. Fewer "
@@ -163,30 +118,68 @@ class VideoSchema:
                                                            "finds subtler cuts and more false ones "
                                                            "(video_io/scenes.py)", {BY_SEGMENTS: ("auto", "scenes")})
 
+    def check(self) -> None:
+        """The values Hydra's types do not bound; ConfigError names the `video.<key>` to fix. (caption/config.py
+        builds video_io's DecodeSpec and SegmentSpec from this group, which check their own numbers.)"""
+        one_of(self.sampling, MODES, "video.sampling")
+        one_of(self.backend, BACKENDS, "video.backend")
+        one_of(self.segments, SEGMENT_MODES, "video.segments")
+        one_of(self.segment_short_shots, SHORT_SHOTS, "video.segment_short_shots")
+        one_of(self.ablation, ABLATIONS, "video.ablation")
+        at_least(self.timeout_s, "video.timeout_s")
+        if self.size_multiple is not None:
+            at_least(self.size_multiple, "video.size_multiple")
+        workers = self.workers
+        if workers != "auto" and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0):
+            raise ConfigError(f"`video.workers` must be auto or a whole number >= 0 (0 decodes in the job's process), "
+                              f"got {workers!r}")
+        if not 0 <= self.prune_rate < 1:
+            raise ConfigError(f"`video.prune_rate={self.prune_rate:g}` must be in [0, 1): the share of video tokens "
+                              "dropped (0: none)")
+
 
 @dataclass
 class AdapterSchema:
-    name: str = MISSING
-    path: str = MISSING
+    name: str = preset_key("the adapter's name, as records and requests give it")
+    path: str = preset_key("the adapter's folder (a PEFT LoRA made for the base model)")
     references_field: Optional[str] = option(None, "the references.jsonl field METEOR scores this adapter's "
                                                    "captions on; null: references")
 
 
 @dataclass
 class LoraSchema:
-    adapters: List[AdapterSchema] = MISSING
-    include_base: bool = MISSING
-    max_rank: int = MISSING
+    adapters: List[AdapterSchema] = preset_key("LoRA adapters each clip is also captioned with (name, path, "
+                                               "references_field)")
+    include_base: bool = preset_key("caption with the base model too (always, when there are no adapters)")
+    max_rank: int = preset_key("the largest LoRA rank the engine makes room for")
+
+
+SPEC_METHODS = ("none", "ngram", "draft_model")
 
 
 @dataclass
 class SpecSchema:
-    method: str = MISSING                  # none | ngram | draft_model
-    num_speculative_tokens: int = preset_key({"spec.method": ("ngram", "draft_model")})
+    method: str = preset_key("none | ngram (proposals from the prompt's own text) | draft_model (a small model "
+                             "with the target's tokenizer)")
+    num_speculative_tokens: int = preset_key("tokens proposed per step, then checked by the target model",
+                                             {"spec.method": ("ngram", "draft_model")})
     prompt_lookup_max: Optional[int] = option(None, "ngram: the longest n-gram looked up", {"spec.method": ("ngram",)})
     prompt_lookup_min: Optional[int] = option(None, "ngram: the shortest n-gram looked up", {"spec.method": ("ngram",)})
     model: Optional[str] = option(None, "draft_model: the draft model's folder (the target's tokenizer)",
                                   {"spec.method": ("draft_model",)}, path=True)
+
+    def check(self) -> None:
+        """What the chosen method needs; ConfigError names the key. (A draft model's folder and tokenizer
+        are files: caption/config.py checks them.)"""
+        one_of(self.method, SPEC_METHODS, "spec.method")
+        if self.method == "none":
+            return
+        at_least(self.num_speculative_tokens, "spec.num_speculative_tokens")
+        if self.method == "ngram":
+            for key in ("prompt_lookup_max", "prompt_lookup_min"):
+                if getattr(self, key) is None:
+                    raise ConfigError(f"`spec.{key}` is missing: spec=ngram needs it (conf/spec/ngram.yaml sets it)")
+                at_least(getattr(self, key), f"spec.{key}")
 
 
 ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's keys but its name
@@ -194,7 +187,7 @@ ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's ke
 
 @dataclass
 class RunnerSchema:
-    name: str = MISSING                    # local | ray
+    name: str = preset_key("local: this machine | ray: a Ray cluster (docs/scale-out.md)")
     address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
                                           "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
                                           "for the job and stop it after", ON_RAY)
@@ -208,6 +201,14 @@ class RunnerSchema:
                                               "plan's max_num_seqs", ON_RAY)
     max_retries: int = option(2, "ray: times a clip is retried after its actor died or failed; then error records",
                               ON_RAY)
+
+    def check(self) -> None:
+        """The ranges Hydra's types do not say; ConfigError names the key. An empty address is none."""
+        self.address = self.address or None
+        for key in ("actors", "batch_clips", "engine_cpus", "decode_cpus"):
+            if key in ("engine_cpus", "decode_cpus") or getattr(self, key) is not None:
+                at_least(getattr(self, key), f"runner.{key}")
+        at_least(self.max_retries, "runner.max_retries", inclusive=True)
 
 
 GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema, "quant": QuantSchema,
@@ -290,11 +291,3 @@ def path_keys() -> list[str]:
 def known_keys() -> list[str]:
     """Every top-level key and group name (for "did you mean")."""
     return [f.name for f in fields(JobSchema)]
-
-
-def closest(word: str, candidates, prefix: str = "") -> str:
-    """ "; did you mean X?" for the nearest candidate, or "" when none is near."""
-    import difflib
-
-    found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {prefix}{found[0]}?" if found else ""

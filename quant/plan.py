@@ -40,7 +40,7 @@ from quant.memory import (
 )
 from quant.parallel import choose_tensor_parallel
 from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine, resolve_quant
-from quant.schema import ModelSchema, optional_defaults, required_keys
+from quant.schema import ModelSchema, preset_values
 from quant.tiers import Tier
 
 OVERHEAD_GIB = 1.0
@@ -94,11 +94,6 @@ class Plan:
         return self
 
 
-# A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every required key of
-# quant/schema.py ModelSchema and may set the optional ones; anything else is a typo the planner would
-# silently ignore.
-MODEL_KEYS = required_keys(ModelSchema)
-OPTIONAL_MODEL_KEYS = tuple(optional_defaults(ModelSchema))
 # Tokens of a request's text: the Korean system prompt, the longest instruction and the chat template
 # (caption/prompts.py) come to about 60 in the Qwen tokenizers; 80 leaves room for a family's extra
 # markers. Only memory sizing reads it.
@@ -106,15 +101,11 @@ PROMPT_TEXT_TOKENS = 80
 
 
 def check_model_keys(model: dict) -> None:
-    name = model.get("name", "?")
-    unknown = sorted(set(model) - set(MODEL_KEYS) - set(OPTIONAL_MODEL_KEYS))
-    missing = [k for k in MODEL_KEYS if model.get(k) in (None, "???")]
+    """A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every required key of
+    quant/schema.py ModelSchema and may set the optional ones; anything else is a typo the planner would
+    silently ignore. Its `arch:` block must hold the numbers the planner counts with."""
     _arch(model)  # its own message: which architecture numbers to add
-    if unknown:
-        raise PlanError(f"`model.{unknown[0]}` (preset {name!r}) is not a model setting; known: "
-                        f"{', '.join(MODEL_KEYS + OPTIONAL_MODEL_KEYS)}")
-    if missing:
-        raise PlanError(f"`model.{missing[0]}` is missing from model preset {name!r}: every preset sets it")
+    preset_values(ModelSchema, "model", model)
 
 
 def _arch(model: dict) -> dict:

@@ -1,8 +1,8 @@
 """A GPU tier (conf/gpu/*.yaml) as a validated, typed value.
 
 The keys are quant/schema.py GpuSchema's: every tier preset sets each required one (null where it says
-what null means), the presets being the one home of those values; Tier.from_config refuses a key left
-out or one it does not know. Memory is in GiB throughout (vram_gib: what the driver reports).
+what null means), the presets being the one home of those values; quant/schema.py preset_values refuses
+a key left out or one the schema does not know. Memory is in GiB throughout (vram_gib: what the driver reports).
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from dataclasses import dataclass
 
 from quant.cpu_kernels import has_native_bf16
 from quant.errors import PlanError
-from quant.schema import GpuSchema, keys, optional_defaults, required_keys
+from quant.schema import GpuSchema, preset_values
 
 DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "float16", "bfloat16")
 CPU_DTYPES = (*DTYPES, "auto")  # auto: the model's bfloat16 where the CPU computes it natively, else float32
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
-TIER_KEYS = keys(GpuSchema)
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,7 @@ class Tier:
     @classmethod
     def from_config(cls, cfg: dict) -> "Tier":
         """Validate a `gpu` group dict; raises PlanError naming the `gpu.<key>` to fix."""
-        cfg = {**optional_defaults(GpuSchema), **cfg}
-        _check_keys(cfg)
+        cfg = preset_values(GpuSchema, "gpu", cfg)
         name, device = str(_need(cfg, "name")), str(_need(cfg, "device"))
         if device not in DEVICES:
             raise PlanError(f"`gpu.device={device}` is not valid; choose one of: {', '.join(DEVICES)}")
@@ -77,16 +75,6 @@ class Tier:
             ram_gib=None if cfg.get("ram_gib") is None else float(cfg["ram_gib"]), env=env,
             count=count, tensor_parallel_size=tp, block_size=block, kv_offload_gib=_kv_offload(cfg, name, device),
         )
-
-
-def _check_keys(cfg: dict) -> None:
-    unknown = sorted(set(cfg) - set(TIER_KEYS))
-    missing = [k for k in required_keys(GpuSchema) if k not in cfg or cfg[k] == "???"]
-    if unknown:
-        raise PlanError(f"`gpu.{unknown[0]}` is not a tier setting; known: {', '.join(TIER_KEYS)}")
-    if missing:
-        raise PlanError(f"`gpu.{missing[0]}` is missing from tier {cfg.get('name', '?')!r}: every conf/gpu "
-                        "preset sets it (null where null has a meaning)")
 
 
 def _need(cfg: dict, key: str):

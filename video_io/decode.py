@@ -111,7 +111,7 @@ class Clip:
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    sampling: SamplingSpec = SamplingSpec()
+    sampling: SamplingSpec  # which frames: no default, as SamplingSpec says
     width: int | None = None  # exactly this size (both set); None: aspect-preserving within max_pixels
     height: int | None = None
     backend: str = "auto"  # "auto": PyAV (module docstring); "decord" or "pyav" to force one; "nvdec": PyAV
@@ -357,7 +357,7 @@ def _route(source: Source, spec: DecodeSpec) -> tuple[str, Probe | None]:
     return "decord", info
 
 
-def decode_clip(path: str, spec: DecodeSpec = DecodeSpec()) -> Clip:
+def decode_clip(path: str, spec: DecodeSpec) -> Clip:
     """Decode the frames `spec` asks for; raises DecodeError with a reason a person can act on."""
     started = time.perf_counter()
     with open_source(path) as source:

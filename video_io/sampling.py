@@ -16,7 +16,9 @@ MODES = ("uniform", "fps")
 @dataclass(frozen=True)
 class SamplingSpec:
     mode: str = "uniform"  # "uniform": num_frames spread over the clip; "fps": a fixed rate
-    num_frames: int = 8  # uniform: exactly this many frames
+    # uniform: exactly this many frames. No default: what a model sees is its preset's (conf/model/ `frames`,
+    # video.num_frames), and a number here would be a second answer nobody reads
+    num_frames: int | None = None
     fps: float = 2.0  # fps mode: frames per second of video
     max_frames: int = 32  # fps mode: cap; longer clips are thinned uniformly
     min_frames: int = 2  # fps mode: short clips still give at least this many
@@ -24,7 +26,9 @@ class SamplingSpec:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"video sampling mode must be one of {MODES}, got {self.mode!r}")
-        if self.num_frames < 1 or self.max_frames < 1 or self.min_frames < 1:
+        if self.mode == "uniform" and self.num_frames is None:
+            raise ValueError("uniform sampling needs num_frames (the model preset's `frames`)")
+        if (self.num_frames is not None and self.num_frames < 1) or self.max_frames < 1 or self.min_frames < 1:
             raise ValueError("num_frames, max_frames and min_frames must be >= 1")
         if self.mode == "fps" and self.fps <= 0:
             raise ValueError(f"sampling fps must be > 0, got {self.fps}")
@@ -55,7 +59,7 @@ def _segments(timestamps: np.ndarray, duration: float, spec: SamplingSpec,
     else:
         duration = max(float(duration), float(timestamps[-1]))
         start, length = float(timestamps[0]), duration - float(timestamps[0])
-    if spec.mode == "uniform":
+    if spec.mode == "uniform" and spec.num_frames is not None:  # __post_init__: uniform has it
         count = spec.num_frames
     else:  # the whole clip keeps its rule (its duration) exactly; a window counts its own length
         seconds = length if window is not None else duration
@@ -78,7 +82,7 @@ def sample_indices(timestamps: np.ndarray, duration: float, spec: SamplingSpec,
     if n == 0:
         raise ValueError("the clip has no frames")
     if n == 1:
-        return [0] * (spec.num_frames if spec.mode == "uniform" else spec.min_frames)
+        return [0] * (spec.num_frames if spec.mode == "uniform" and spec.num_frames else spec.min_frames)
     timestamps = np.asarray(timestamps, dtype=np.float64)
     start, width, count = _segments(timestamps, duration, spec, window)
     # centres of the segments: symmetric, never both ends of the clip

@@ -255,13 +255,14 @@ DECODE_TIMEOUT_S = 60.0
 class DecodePool:
     """`with DecodePool(spec, workers=2, timeout_s=60) as pool: for r in pool.imap(paths): ...`
 
-    Results arrive in completion order; each names its path (and, for a video `segments` splits, its
-    segment: one result each, in time order). `workers=0` decodes in the calling process (no
+    `workers` has no default: the job's is video.workers, resolved by the plan (caption/planning.py
+    auto_decode_workers). Results arrive in completion order; each names its path (and, for a video
+    `segments` splits, its segment: one result each, in time order). `workers=0` decodes in the calling process (no
     deadline: for debugging and tiny inputs only). `decode_fn` must be a module-level function
     (workers are spawned) with decode_clip's signature; tests use it to inject hangs.
     """
 
-    def __init__(self, spec: DecodeSpec, workers: int = 2, timeout_s: float = DECODE_TIMEOUT_S,
+    def __init__(self, spec: DecodeSpec, workers: int, timeout_s: float = DECODE_TIMEOUT_S,
                  start_method: str = "spawn", decode_fn=decode_clip, segments: SegmentSpec | None = None):
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from caption.engines.options import ServerOptions
+from caption.engines.options import EngineSchema
 from caption.prompts import SYSTEM_PROMPT_KO, instruction_text
 
 MAX_WAIT_S = 30.0  # the longest wait between two tries
@@ -47,7 +47,7 @@ class Served:
     max_model_len: int | None
     models: tuple[str, ...]      # every name it serves (base models and LoRA adapters)
 
-    def as_dict(self, options: ServerOptions) -> dict:
+    def as_dict(self, options: EngineSchema) -> dict:
         """The plan's `server` block: where, what, and how the key is found (its variable's name only)."""
         return {"base_url": options.public_url, "served_model": self.model, "root": self.root,
                 "max_model_len": self.max_model_len, "api_key_env": options.api_key_env}
@@ -58,7 +58,7 @@ def one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def connect(options: ServerOptions, connections: int) -> httpx.Client:
+def connect(options: EngineSchema, connections: int) -> httpx.Client:
     """A client for the server's API holding up to `connections` connections, the key in its headers."""
     key = options.api_key()
     return httpx.Client(base_url=options.base_url + "/", headers={"Authorization": f"Bearer {key}"} if key else None,
@@ -86,7 +86,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def call(client: httpx.Client, method: str, path: str, options: ServerOptions, body: dict | None = None,
+def call(client: httpx.Client, method: str, path: str, options: EngineSchema, body: dict | None = None,
          stop: threading.Event | None = None, counts: dict | None = None) -> dict:
     """The server's JSON answer to one call, tried again (options.retries times, waits doubling from
     retry_wait_s, a 429's Retry-After kept) after a connection error, a timeout, 429 or 5xx. Raises
@@ -127,7 +127,7 @@ def call(client: httpx.Client, method: str, path: str, options: ServerOptions, b
             time.sleep(wait)
 
 
-def served_model(client: httpx.Client, options: ServerOptions, adapters: tuple[str, ...] = ()) -> Served:
+def served_model(client: httpx.Client, options: EngineSchema, adapters: tuple[str, ...] = ()) -> Served:
     """The model the job's requests name, as the server lists it (GET /models); ServerError in one line
     where it serves another, none, several to choose from, or not the job's LoRA adapters."""
     where = options.public_url
@@ -235,7 +235,7 @@ def read_answer(body: dict) -> Answer:
                   output_tokens=int(usage.get("completion_tokens") or 0))
 
 
-def check_request(client: httpx.Client, options: ServerOptions, body: dict) -> None:
+def check_request(client: httpx.Client, options: EngineSchema, body: dict) -> None:
     """One small request shaped as the job's (two tiny frames, one output token): the server takes the
     frames and their metadata, or ServerError says what to change on it."""
     try:
@@ -259,7 +259,7 @@ def probe_body(model: str, size: int, processor_kwargs: dict) -> dict:
                      {"temperature": 0.0, "max_tokens": 1})
 
 
-def probe(options: ServerOptions, adapters: tuple[str, ...], processor_kwargs: dict, frame_side: int) -> dict:
+def probe(options: EngineSchema, adapters: tuple[str, ...], processor_kwargs: dict, frame_side: int) -> dict:
     """Before anything loads: the server answers, serves the model (and the job's adapters), and takes a
     request shaped as the job's. Its `server` block for the plan (Served.as_dict), or ServerError."""
     with connect(options, 1) as client:

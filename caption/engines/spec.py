@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.options import EngineOptions, ServerOptions
-from caption.generation import SamplingSettings
+from caption.engines.options import EngineSchema
+from caption.generation import SamplingSchema
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,15 @@ class EngineSpec:
     vllm: dict | None                 # the plan's keyword arguments for vllm.LLM (engine=vllm)
     hf: dict | None                   # the plan's transformers settings (engine=hf)
     env: dict                         # the tier's vLLM environment, exported before vLLM loads
-    options: EngineOptions            # seed, prefix caching, requests in flight, log level, batch size, attention
-    sampling: SamplingSettings
+    options: EngineSchema             # seed, prefix caching, requests in flight, log level, batch size, attention
+    sampling: SamplingSchema
     adapters: tuple[Adapter, ...]     # LoRA adapters every request may name
     lora_max_rank: int
     speculative: dict | None          # vLLM's speculative_config; None: off
     requests_per_clip: int            # tasks x variants: the requests that share one clip's processed video
     frames_per_clip: int              # the most frames a clip is given (video.num_frames, or max_frames)
     frame_pixels: int                 # the most pixels one frame has (the decoder's size or pixel budget)
-    server: ServerOptions | None = None  # engine=server: where it is, how long and how often to try
+    server: EngineSchema | None = None  # engine=server: where it is, how long and how often to try
     served_model: str | None = None   # engine=server: the name the server serves the model under
 
     @property

@@ -7,13 +7,16 @@ import pytest
 from caption.engines.base import Request
 from caption.prompts import build_prompt
 from video_io.decode import DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec
 from video_io.synth.captions_ko import parse_attributes
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 pytestmark = pytest.mark.slow
 
 
 def clip_requests(synth_dir, tasks=("caption",)):
-    spec = DecodeSpec(width=56, height=56)
+    spec = DecodeSpec(EIGHT_FRAMES, width=56, height=56)
     requests = []
     for i in range(6):
         clip = decode_clip(str(synth_dir / f"clip_{i:05d}.mp4"), spec)

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from caption.config import ConfigError, load_job_config
-from caption.engines.options import ServerOptions
+from caption.engines.options import EngineSchema
 from caption.engines.server_api import ServerError, ServerGone, call
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -117,10 +117,10 @@ def cued():
     server.server_close()
 
 
-def _options(port: int, **kw) -> ServerOptions:
+def _options(port: int, **kw) -> EngineSchema:
     values = dict(base_url=f"http://127.0.0.1:{port}/v1", served_model=None, api_key_env=None, timeout_s=5.0,
                   retries=2, retry_wait_s=0.05)
-    return ServerOptions(**{**values, **kw})
+    return EngineSchema(name="server", **{**values, **kw})
 
 
 def test_a_call_is_tried_again_on_5xx_and_429_and_not_on_a_refusal(cued):

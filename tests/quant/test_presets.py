@@ -90,3 +90,21 @@ def test_quant_imports_no_video_caption_or_eval_code():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.split(".")[0] in ("caption", "video_io", "eval") for n in names), (path, names)
+
+
+def test_a_preset_given_as_a_dict_is_checked_against_its_schema():
+    """The planner and the quant CLI take plain dicts: a key the schema lacks or one every preset sets
+    left out is named in one line, from the schema's own list of keys (quant/schema.py preset_values)."""
+    from quant.plan import check_model_keys
+
+    with pytest.raises(PlanError, match=r"^`gpu.vram_gb` is not a gpu setting; known: name, device, vram_gib"):
+        Tier.from_config(dict(presets.load("gpu", "l4"), vram_gb=24))
+    tier = {k: v for k, v in presets.load("gpu", "l4").items() if k != "count"}
+    with pytest.raises(PlanError, match=r"^`gpu.count` is missing from gpu preset 'l4'"):
+        Tier.from_config(tier)
+    assert Tier.from_config(dict(presets.load("gpu", "l4"), tensor_parallel_size=None)).tensor_parallel_size is None
+    model = presets.load_model("qwen2_5_vl_7b")
+    with pytest.raises(PlanError, match=r"^`model.frame` is not a model setting"):
+        check_model_keys(dict(model, frame=8))
+    with pytest.raises(PlanError, match=r"^`model.frames` is missing from model preset"):
+        check_model_keys(dict(model, frames=None))

@@ -12,10 +12,12 @@ from video_io.crawl import crawl_videos
 from video_io.decode import DecodeError, DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec
 
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
+
 
 @pytest.mark.parametrize("backend", ["decord", "pyav"])
 def test_both_decoders_decode_sampled_resized_frames(synth_dir, backend):
-    spec = DecodeSpec(width=56, height=56, backend=backend, seek="exact")
+    spec = DecodeSpec(EIGHT_FRAMES, width=56, height=56, backend=backend, seek="exact")
     clip = decode_clip(str(synth_dir / "clip_00000.mp4"), spec)
     assert clip.backend == backend
     assert clip.frames.shape == (8, 56, 56, 3) and clip.frames.dtype == np.uint8
@@ -30,8 +32,8 @@ def test_both_decoders_decode_sampled_resized_frames(synth_dir, backend):
 
 def test_pyav_backend_gives_the_same_frames_at_source_size(synth_dir):
     path = str(synth_dir / "clip_00001.mp4")
-    a = decode_clip(path, DecodeSpec(backend="decord"))
-    b = decode_clip(path, DecodeSpec(backend="pyav"))
+    a = decode_clip(path, DecodeSpec(EIGHT_FRAMES, backend="decord"))
+    b = decode_clip(path, DecodeSpec(EIGHT_FRAMES, backend="pyav"))
     assert a.indices == b.indices and np.array_equal(a.frames, b.frames)
 
 
@@ -49,7 +51,7 @@ def test_bad_files_raise_decode_error(tmp_path, content, reason):
     path = tmp_path / "bad.mp4"
     path.write_bytes(content)
     with pytest.raises(DecodeError, match=reason):
-        decode_clip(str(path))
+        decode_clip(str(path), DecodeSpec(EIGHT_FRAMES))
 
 
 def test_truncated_file_is_refused_or_decoded_partially_never_crashes(tmp_path, synth_dir):
@@ -57,7 +59,7 @@ def test_truncated_file_is_refused_or_decoded_partially_never_crashes(tmp_path, 
     path = tmp_path / "cut.mp4"
     path.write_bytes(data[: len(data) // 2])
     try:
-        clip = decode_clip(str(path))
+        clip = decode_clip(str(path), DecodeSpec(EIGHT_FRAMES))
         assert clip.frames.shape[0] == 8
     except DecodeError as exc:
         assert str(exc)
@@ -65,7 +67,7 @@ def test_truncated_file_is_refused_or_decoded_partially_never_crashes(tmp_path, 
 
 def test_missing_file(tmp_path):
     with pytest.raises(DecodeError, match="file not found: deleted or moved"):
-        decode_clip(str(tmp_path / "nope.mp4"))
+        decode_clip(str(tmp_path / "nope.mp4"), DecodeSpec(EIGHT_FRAMES))
 
 
 def test_a_file_no_decoder_can_open_gets_one_plain_reason(tmp_path):
@@ -73,7 +75,7 @@ def test_a_file_no_decoder_can_open_gets_one_plain_reason(tmp_path):
     path.write_bytes(b"\x00" * 4096)
     for backend in ("auto", "pyav", "decord"):
         with pytest.raises(DecodeError, match="not a video FFmpeg can read") as refused:
-            decode_clip(str(path), DecodeSpec(backend=backend))
+            decode_clip(str(path), DecodeSpec(EIGHT_FRAMES, backend=backend))
         assert "/proc/self/fd" not in str(refused.value) and "pyav:" not in str(refused.value)
 
 
@@ -133,5 +135,5 @@ def test_auto_backend_returns_exactly_the_sampled_frames(tmp_path, codec):
     clip = decode_clip(str(path), DecodeSpec(sampling=SamplingSpec("uniform", num_frames=12)))
     assert [_read_code(f) for f in clip.frames] == clip.indices
     assert clip.backend == "pyav"
-    pyav = decode_clip(str(path), DecodeSpec(backend="pyav", sampling=SamplingSpec("uniform", num_frames=12)))
+    pyav = decode_clip(str(path), DecodeSpec(SamplingSpec("uniform", num_frames=12), backend="pyav"))
     assert [_read_code(f) for f in pyav.frames] == pyav.indices == clip.indices

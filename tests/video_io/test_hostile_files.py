@@ -15,9 +15,12 @@ from tests.video_io.clipmakers import write_clip
 from video_io import decode as decode_module
 from video_io.crawl import crawl_videos
 from video_io.decode import DecodeError, DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec
 from video_io.workers import DecodePool
 
-SMALL = DecodeSpec(width=56, height=56)
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
+
+SMALL = DecodeSpec(EIGHT_FRAMES, width=56, height=56)
 
 
 def _refused(path, match, spec=SMALL):
@@ -48,8 +51,9 @@ def test_an_unreadable_file_is_refused(tmp_path, good):
     path = tmp_path / "secret.mp4"
     shutil.copy(good, path)
     path.chmod(0)
-    code = ("import sys; from video_io.decode import decode_clip, DecodeError\n"
-            "try: decode_clip(sys.argv[1])\nexcept DecodeError as e: print(e)\n")
+    code = ("import sys; from video_io.decode import decode_clip, DecodeError, DecodeSpec\n"
+            "from video_io.sampling import SamplingSpec\n"
+            "try: decode_clip(sys.argv[1], DecodeSpec(SamplingSpec(num_frames=8)))\nexcept DecodeError as e: print(e)\n")
     prefix = []
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
@@ -122,4 +126,4 @@ def test_a_file_that_changes_while_it_is_decoded_is_refused(tmp_path, good, monk
         return real_pyav(source, spec, **options)
 
     monkeypatch.setattr(decode_module, "_pyav", change_then_decode)
-    _refused(path, "the file changed while it was being decoded", DecodeSpec(backend="pyav"))
+    _refused(path, "the file changed while it was being decoded", DecodeSpec(EIGHT_FRAMES, backend="pyav"))

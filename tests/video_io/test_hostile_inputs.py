@@ -19,7 +19,9 @@ from video_io.sampling import SamplingSpec, sample_indices
 from video_io.timing import clip_timing
 from video_io.workers import DecodePool
 
-SMALL = DecodeSpec(width=56, height=56)
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
+
+SMALL = DecodeSpec(EIGHT_FRAMES, width=56, height=56)
 
 
 def _refused(path, match, spec=SMALL):
@@ -41,7 +43,7 @@ def good(tmp_path_factory):
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
 def test_zero_bytes(tmp_path, backend):
     (tmp_path / "z.mp4").write_bytes(b"")
-    _refused(tmp_path / "z.mp4", r"^empty file \(0 bytes\)$", DecodeSpec(backend=backend))
+    _refused(tmp_path / "z.mp4", r"^empty file \(0 bytes\)$", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 def test_text_named_mp4(tmp_path):
@@ -52,7 +54,7 @@ def test_text_named_mp4(tmp_path):
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
 def test_random_bytes(tmp_path, backend):
     (tmp_path / "r.mp4").write_bytes(np.random.default_rng(3).integers(0, 256, 50_000, np.uint8).tobytes())
-    _refused(tmp_path / "r.mp4", "not a video FFmpeg can read", DecodeSpec(backend=backend))
+    _refused(tmp_path / "r.mp4", "not a video FFmpeg can read", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
@@ -60,20 +62,20 @@ def test_random_bytes(tmp_path, backend):
 def test_truncated(tmp_path, good, fraction, backend):
     data = good.read_bytes()
     (tmp_path / "cut.mp4").write_bytes(data[: int(len(data) * fraction)])
-    message = _refused(tmp_path / "cut.mp4", "truncated", DecodeSpec(backend=backend))
+    message = _refused(tmp_path / "cut.mp4", "truncated", DecodeSpec(EIGHT_FRAMES, backend=backend))
     assert "re-copy" in message
 
 
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
 def test_moov_removed(tmp_path, good, backend):
     (tmp_path / "nomoov.mp4").write_bytes(without_moov(good.read_bytes()))
-    _refused(tmp_path / "nomoov.mp4", r"no MP4 index \(moov atom missing\)", DecodeSpec(backend=backend))
+    _refused(tmp_path / "nomoov.mp4", r"no MP4 index \(moov atom missing\)", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
 def test_audio_only(tmp_path, backend):
     write_audio_only(tmp_path / "voice.mp4")
-    message = _refused(tmp_path / "voice.mp4", "^no video stream", DecodeSpec(backend=backend))
+    message = _refused(tmp_path / "voice.mp4", "^no video stream", DecodeSpec(EIGHT_FRAMES, backend=backend))
     assert "st_nb" not in message
 
 
@@ -89,21 +91,21 @@ def _patched(good, tmp_path, path, at, value):
 def test_damaged_track_header(tmp_path, good, backend):
     """The media-info box renamed (found by fuzzing: PyAV then has no codec context)."""
     path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"minf"], 4, b"axoe")
-    _refused(path, "video track's codec is not recognised", DecodeSpec(backend=backend))
+    _refused(path, "video track's codec is not recognised", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["auto", "pyav"])
 def test_sample_table_claiming_billions_of_entries(tmp_path, good, backend):
     path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stts"], 12,
                     (0xFFFFFFF0).to_bytes(4, "big"))
-    _refused(path, "damaged sample table", DecodeSpec(backend=backend))
+    _refused(path, "damaged sample table", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["auto", "pyav"])
 def test_a_header_version_ffmpeg_does_not_implement(tmp_path, good, backend):
     """Found by fuzzing: a damaged media header (mdhd) version gives FFmpeg's PATCHWELCOME."""
     path = _patched(good, tmp_path, [b"moov", b"trak", b"mdia", b"mdhd"], 8, b"\x07")
-    _refused(path, "damaged or unsupported file: FFmpeg met a header version", DecodeSpec(backend=backend))
+    _refused(path, "damaged or unsupported file: FFmpeg met a header version", DecodeSpec(EIGHT_FRAMES, backend=backend))
 
 
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
@@ -125,7 +127,7 @@ def test_metadata_that_is_not_utf8_does_not_stop_decoding(tmp_path, backend):
     data = path.read_bytes()
     assert data.count(b"QQQQQQQQ") == 1
     path.write_bytes(data.replace(b"QQQQQQQQ", b"\xff\xfe\xc3Q\xe2\x82QQ"))  # what a bit flip leaves
-    clip = decode_clip(str(path), DecodeSpec(backend=backend))
+    clip = decode_clip(str(path), DecodeSpec(EIGHT_FRAMES, backend=backend))
     assert [read_code(f) for f in clip.frames] == clip.indices
 
 
@@ -135,7 +137,7 @@ def test_metadata_that_is_not_utf8_does_not_stop_decoding(tmp_path, backend):
 @pytest.mark.parametrize("backend", ["auto", "pyav"])
 def test_one_and_three_frame_clips_repeat_frames_and_say_so(tmp_path, n, backend):
     write_clip(tmp_path / "short.mp4", n)
-    clip = decode_clip(str(tmp_path / "short.mp4"), DecodeSpec(width=56, height=56, backend=backend))
+    clip = decode_clip(str(tmp_path / "short.mp4"), DecodeSpec(EIGHT_FRAMES, width=56, height=56, backend=backend))
     assert clip.frames.shape == (8, 56, 56, 3) and clip.total_frames == n
     assert [read_code(f) for f in clip.frames] == clip.indices
     assert sorted(set(clip.indices)) == list(range(n))
@@ -195,7 +197,7 @@ def test_large_and_portrait_clips_decode_at_reduced_size_with_bounded_memory(big
 
 def test_odd_dimensions(tmp_path):
     write_clip(tmp_path / "odd.mp4", 10, 63, 65, pix_fmt="yuv444p")  # 4:2:0 cannot have odd sides
-    for spec in (DecodeSpec(), SMALL, DecodeSpec(backend="pyav")):
+    for spec in (DecodeSpec(EIGHT_FRAMES), SMALL, DecodeSpec(EIGHT_FRAMES, backend="pyav")):
         clip = decode_clip(str(tmp_path / "odd.mp4"), spec)
         assert clip.frames.shape[1:3] == ((65, 63) if spec.width is None else (56, 56))
         assert [read_code(f) for f in clip.frames] == clip.indices
@@ -219,7 +221,7 @@ def test_rotated_clips_come_out_upright(tmp_path, rotation, backend):
 
     sw, sh = (shown_h, shown_w) if k % 2 else (shown_w, shown_h)
     write_clip(tmp_path / "phone.mp4", 20, sw, sh, rotation=rotation, pix_fmt="yuv444p", frame_fn=stored)
-    for spec in (DecodeSpec(backend=backend), DecodeSpec(width=24, height=40, backend=backend)):
+    for spec in (DecodeSpec(EIGHT_FRAMES, backend=backend), DecodeSpec(EIGHT_FRAMES, width=24, height=40, backend=backend)):
         clip = decode_clip(str(tmp_path / "phone.mp4"), spec)
         h, w = clip.frames.shape[1:3]
         assert (w, h) == ((shown_w, shown_h) if spec.width is None else (24, 40))
@@ -232,7 +234,7 @@ def test_rotated_clips_come_out_upright(tmp_path, rotation, backend):
 
 def test_forced_decord_refuses_rotated_clips(tmp_path):
     write_clip(tmp_path / "r.mp4", 5, 64, 48, rotation=180)
-    _refused(tmp_path / "r.mp4", "rotated 180 degrees .* use the auto or pyav backend", DecodeSpec(backend="decord"))
+    _refused(tmp_path / "r.mp4", "rotated 180 degrees .* use the auto or pyav backend", DecodeSpec(EIGHT_FRAMES, backend="decord"))
 
 
 @pytest.mark.parametrize("backend", ["auto", "decord", "pyav"])
@@ -240,11 +242,11 @@ def test_variable_frame_rate_is_sampled_uniformly_in_time(tmp_path, backend):
     # 4 s at 5 fps, then 2 s at 50 fps: index-uniform sampling would spend most picks on the end
     times = [0.2 * i for i in range(20)] + [4 + 0.02 * i for i in range(100)]
     write_clip(tmp_path / "vfr.mp4", len(times), times=times)
-    clip = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend, seek="exact"))
+    clip = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(EIGHT_FRAMES, backend=backend, seek="exact"))
     assert [read_code(f) for f in clip.frames] == clip.indices
-    assert clip.indices == sample_indices(np.array(times), 6.0, SamplingSpec())
+    assert clip.indices == sample_indices(np.array(times), 6.0, EIGHT_FRAMES)
     # seek=auto: one frame in each 0.75-s segment of time (not of frame count)
-    fast = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(backend=backend))
+    fast = decode_clip(str(tmp_path / "vfr.mp4"), DecodeSpec(EIGHT_FRAMES, backend=backend))
     assert all(0.75 * k <= times[i] < 0.75 * (k + 1) for k, i in enumerate(fast.indices)), fast.indices
     targets = (np.arange(8) + 0.5) * 6.0 / 8
     picked = np.array(times)[clip.indices]
@@ -277,7 +279,7 @@ def test_pyav_fps_is_read_while_the_container_is_open(tmp_path):
     None or a crash. In a worker, so a crash is a failed result rather than a dead test run."""
     paths = [str(write_clip(tmp_path / "h.mp4", 30, 128, 96, codec="libx265", fps=30)),
              str(write_clip(tmp_path / "three.mp4", 3, fps=30))]
-    with DecodePool(DecodeSpec(backend="pyav"), workers=1, timeout_s=60) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES, backend="pyav"), workers=1, timeout_s=60) as pool:
         results = list(pool.imap(paths * 4))
     assert all(r.ok for r in results), [r.error for r in results]
     assert {r.clip.source_fps for r in results} == {30.0}

@@ -7,6 +7,8 @@ import pytest
 
 from video_io.sampling import SamplingSpec, sample_indices
 
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
+
 
 def test_uniform_takes_segment_centres():
     times = np.arange(32) / 8.0  # 4 s at 8 fps
@@ -42,8 +44,8 @@ def test_variable_frame_rate_is_sampled_evenly_in_time():
 
 def test_empty_clip_and_bad_specs():
     with pytest.raises(ValueError, match="no frames"):
-        sample_indices(np.array([]), 0.0, SamplingSpec())
-    for kwargs in ({"mode": "random"}, {"num_frames": 0}, {"mode": "fps", "fps": 0},
+        sample_indices(np.array([]), 0.0, EIGHT_FRAMES)
+    for kwargs in ({"mode": "random"}, {"mode": "uniform"}, {"num_frames": 0}, {"mode": "fps", "fps": 0},
                    {"min_frames": 9, "max_frames": 4}):
         with pytest.raises(ValueError):
             SamplingSpec(**kwargs)

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from video_io.coverage import fixed_segments, segments
+from video_io.sampling import SamplingSpec
 from video_io.scenes import Cut, Segment, Thumbnails, detect_cuts, detect_scenes, find_cuts, match_cuts
 from video_io.source import DecodeError
 from video_io.synth.long import LongSpec, generate_long, main, plan_video, read_truth
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 SMALL = LongSpec(n_scenes=5, scene_s=(3.0, 5.0), transition_s=(0.5, 1.25), mix=(0.4, 0.4, 0.2))
 
@@ -189,7 +192,6 @@ def test_a_segment_decodes_frames_of_its_own_time_only(long_dir, seek):
     keyframe seek takes only the segment's own keyframes, never the next shot's), spread over it, and keep
     the file's times; without a window the whole file is sampled as before."""
     from video_io.decode import DecodeSpec, decode_clip
-    from video_io.sampling import SamplingSpec
 
     truth = read_truth(long_dir)[0]
     path = str(long_dir / truth["video"])
@@ -209,7 +211,7 @@ def test_a_window_must_be_a_span_of_the_file():
     from video_io.decode import DecodeSpec
 
     with pytest.raises(ValueError, match="0 <= start < end"):
-        DecodeSpec(window=(5.0, 5.0))
+        DecodeSpec(EIGHT_FRAMES, window=(5.0, 5.0))
 
 
 def _thumbs(frames: list[np.ndarray], fps: float = 25.0) -> Thumbnails:

@@ -18,6 +18,8 @@ from video_io.decode import MIN_GAP, DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec
 from video_io.sizing import fit_size
 
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
+
 TINY = Path(__file__).resolve().parents[2] / "assets" / "models" / "vidcap-ko-tiny"
 SOURCES = {"16:9": (1080, 1920), "portrait": (1920, 1080), "square": (64, 64), "tiny": (10, 12),
            "huge": (4320, 7680), "ultrawide": (100, 4000)}
@@ -79,10 +81,10 @@ def test_planner_counts_the_tokens_the_hf_processor_makes(name):
 
 def test_square_clips_keep_the_embedded_models_56x56_frames(tmp_path):
     clip = decode_clip(str(write_clip(tmp_path / "sq.mp4", 30, 64, 64)),
-                       DecodeSpec(max_pixels=3136, size_multiple=28, backend="pyav"))
+                       DecodeSpec(EIGHT_FRAMES, max_pixels=3136, size_multiple=28, backend="pyav"))
     assert clip.frames.shape[1:3] == (56, 56)
     wide = decode_clip(str(write_clip(tmp_path / "wide.mp4", 30, 192, 108)),
-                       DecodeSpec(max_pixels=448 * 448, size_multiple=28, backend="pyav"))
+                       DecodeSpec(EIGHT_FRAMES, max_pixels=448 * 448, size_multiple=28, backend="pyav"))
     assert wide.frames.shape[1:3] == (112, 196)  # 16:9 kept (transformers: 112 x 196 for 108 x 192)
 
 
@@ -186,6 +188,6 @@ def test_a_sampled_keyframe_alone_in_its_gop_costs_one_packet(tmp_path, codec):
 
 def test_bad_seek_mode_and_half_a_size_are_refused():
     with pytest.raises(ValueError, match="seek"):
-        DecodeSpec(seek="nearest")
+        DecodeSpec(EIGHT_FRAMES, seek="nearest")
     with pytest.raises(ValueError, match="both"):
-        DecodeSpec(width=56)
+        DecodeSpec(EIGHT_FRAMES, width=56)

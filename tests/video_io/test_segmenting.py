@@ -8,11 +8,14 @@ import pytest
 
 from tests.video_io.hanging_decoders import crash_in_third_segment
 from video_io.decode import DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec
 from video_io.scenes import Segment
 from video_io.segmenting import SegmentSpec, plan_segments
 from video_io.synth.dataset import generate_dataset
 from video_io.synth.long import LongSpec, generate_long
 from video_io.workers import DecodePool
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +70,8 @@ def test_a_segment_is_told_to_the_model_as_a_clip_of_its_own(long_dir):
     """The frames keep the file's indices and times (records); the model's metadata is the segment's:
     Qwen's processor spaces frames by samples / total frames x fps (transformers VideoMetadata.sampled_fps)."""
     path = str(long_dir / "long_00000.mp4")
-    whole = decode_clip(path, DecodeSpec())
-    clip = decode_clip(path, DecodeSpec(window=(20.0, 24.0)))
+    whole = decode_clip(path, DecodeSpec(EIGHT_FRAMES))
+    clip = decode_clip(path, DecodeSpec(EIGHT_FRAMES, window=(20.0, 24.0)))
     meta = clip.metadata()
     assert all(20.0 <= t < 24.0 for t in clip.times) and min(clip.indices) >= 20 * 8
     assert meta["total_num_frames"] == 32 and meta["duration"] == pytest.approx(4.0)
@@ -84,7 +87,7 @@ def test_the_pool_gives_one_result_per_segment_in_time_order(long_dir, workers):
     paths = [str(long_dir / "long_00000.mp4"), str(long_dir / "short" / "clip_00000.mp4"),
              str(long_dir / "long_00001.mp4")]
     spec = SegmentSpec(mode="auto", over_s=10.0)
-    with DecodePool(DecodeSpec(), workers=workers, segments=spec) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=workers, segments=spec) as pool:
         results = list(pool.imap(paths))
     by_path = {p: [r for r in results if r.path == p] for p in paths}
     assert [r.segment for r in by_path[paths[1]]] == [None] and by_path[paths[1]][0].last  # short: whole
@@ -104,7 +107,7 @@ def test_a_decoder_that_dies_mid_video_gives_its_remaining_segments_as_errors(lo
     spec = SegmentSpec(mode="scenes")
     parts = plan_segments(paths[0], spec)
     dies_on = next(i for i, p in enumerate(parts) if 15.0 <= p.start_s < 30.0)
-    with DecodePool(DecodeSpec(), workers=1, timeout_s=30, segments=spec,
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=1, timeout_s=30, segments=spec,
                     decode_fn=crash_in_third_segment) as pool:
         results = list(pool.imap(paths))
         assert pool.restarts == 1
@@ -121,17 +124,17 @@ def test_a_decoder_that_dies_mid_video_gives_its_remaining_segments_as_errors(lo
 def test_a_file_that_is_no_video_is_one_error_before_any_segment(tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
-    with DecodePool(DecodeSpec(), workers=0, segments=SegmentSpec(mode="scenes")) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=0, segments=SegmentSpec(mode="scenes")) as pool:
         [result] = list(pool.imap([str(bad)]))
     assert result.segment is None and result.last and "finding its segments" in result.error
     # the default (auto) leaves it to the decoder: the error a short clip always got, word for word
-    with DecodePool(DecodeSpec(), workers=0, segments=SegmentSpec(mode="auto")) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=0, segments=SegmentSpec(mode="auto")) as pool:
         [result] = list(pool.imap([str(bad)]))
     assert result.segment is None and result.error == decode_error(str(bad))
 
 
 def decode_error(path: str) -> str:
-    with DecodePool(DecodeSpec(), workers=0) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=0) as pool:
         return next(iter(pool.imap([path]))).error
 
 

@@ -9,12 +9,15 @@ import pytest
 from PIL import Image
 
 from video_io.decode import DecodeError, DecodeSpec, decode_clip
+from video_io.sampling import SamplingSpec
 from video_io.thumbnails import jpeg_thumbnails, read_frames, thumbnail_size
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 
 def test_frames_are_the_ones_decode_clip_sampled(synth_dir):
     path = str(synth_dir / "clip_00002.mp4")
-    clip = decode_clip(path, DecodeSpec(width=64, height=64, backend="decord"))
+    clip = decode_clip(path, DecodeSpec(EIGHT_FRAMES, width=64, height=64, backend="decord"))
     frames = read_frames(path, clip.indices, max_side=64, backend="decord")
     assert frames.shape == clip.frames.shape == (8, 64, 64, 3)
     assert np.array_equal(frames, clip.frames)
@@ -72,7 +75,7 @@ def test_rotated_clips_give_upright_thumbnails_of_the_frames_the_job_sampled(tmp
 
     w, h = (64, 48) if k % 2 else (48, 64)
     path = str(write_clip(tmp_path / "phone.mp4", 20, w, h, rotation=rotation, pix_fmt="yuv444p", frame_fn=stored))
-    clip = decode_clip(path, DecodeSpec())
+    clip = decode_clip(path, DecodeSpec(EIGHT_FRAMES))
     for backend in ("auto", "decord", "pyav"):
         frames = read_frames(path, clip.indices, max_side=64, backend=backend)
         assert frames.shape == (8, 64, 48, 3)

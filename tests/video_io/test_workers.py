@@ -7,7 +7,10 @@ import time
 
 from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, slow_on_name
 from video_io.decode import DecodeSpec
+from video_io.sampling import SamplingSpec
 from video_io.workers import DecodePool
+
+EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
 
 
 def _folder(tmp_path, synth_dir, names):
@@ -18,7 +21,7 @@ def _folder(tmp_path, synth_dir, names):
 
 def test_every_path_gets_exactly_one_result(tmp_path, synth_dir):
     paths = _folder(tmp_path, synth_dir, [f"v{i}.mp4" for i in range(7)]) + [str(tmp_path / "missing.mp4")]
-    with DecodePool(DecodeSpec(width=56, height=56), workers=2, timeout_s=30) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES, width=56, height=56), workers=2, timeout_s=30) as pool:
         results = list(pool.imap(paths))
     assert sorted(r.path for r in results) == sorted(paths)
     by_path = {r.path: r for r in results}
@@ -29,7 +32,7 @@ def test_every_path_gets_exactly_one_result(tmp_path, synth_dir):
 def test_a_hung_decoder_is_killed_and_the_stream_goes_on(tmp_path, synth_dir):
     paths = _folder(tmp_path, synth_dir, ["a.mp4", "hang.mp4", "b.mp4", "c.mp4"])
     started = time.perf_counter()
-    with DecodePool(DecodeSpec(), workers=2, timeout_s=2, decode_fn=hang_on_name) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=2, timeout_s=2, decode_fn=hang_on_name) as pool:
         results = {r.path: r for r in pool.imap(paths)}
         assert pool.restarts == 1
     assert time.perf_counter() - started < 30
@@ -39,7 +42,7 @@ def test_a_hung_decoder_is_killed_and_the_stream_goes_on(tmp_path, synth_dir):
 
 def test_a_crashing_decoder_is_replaced(tmp_path, synth_dir):
     paths = _folder(tmp_path, synth_dir, ["crash.mp4", "a.mp4", "b.mp4"])
-    with DecodePool(DecodeSpec(), workers=1, timeout_s=30, decode_fn=crash_on_name) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=1, timeout_s=30, decode_fn=crash_on_name) as pool:
         results = {r.path: r for r in pool.imap(paths)}
     assert "decoder process died (exit code 11): the decoder crashed" in results[str(tmp_path / "crash.mp4")].error
     assert results[str(tmp_path / "a.mp4")].ok and results[str(tmp_path / "b.mp4")].ok
@@ -47,7 +50,7 @@ def test_a_crashing_decoder_is_replaced(tmp_path, synth_dir):
 
 def test_in_process_mode(tmp_path, synth_dir):
     paths = _folder(tmp_path, synth_dir, ["a.mp4"])
-    results = list(DecodePool(DecodeSpec(), workers=0).imap(paths))
+    results = list(DecodePool(DecodeSpec(EIGHT_FRAMES), workers=0).imap(paths))
     assert len(results) == 1 and results[0].ok
 
 
@@ -56,7 +59,7 @@ def test_ready_says_without_waiting_whether_a_result_is_in(tmp_path, synth_dir):
     what is decoded: ready() is False while the decoder works, True once its clip is in and at the
     end, and a decoder that overruns its deadline is still caught by it."""
     paths = _folder(tmp_path, synth_dir, ["slow.mp4", "hang.mp4"])
-    with DecodePool(DecodeSpec(), workers=1, timeout_s=4, decode_fn=slow_on_name) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=1, timeout_s=4, decode_fn=slow_on_name) as pool:
         stream = pool.imap(paths[:1])
         assert stream.ready() is False  # the decoder has the clip, for 1.5 s
         deadline = time.perf_counter() + 30
@@ -66,7 +69,7 @@ def test_ready_says_without_waiting_whether_a_result_is_in(tmp_path, synth_dir):
         assert next(stream).ok
         assert stream.ready() is True  # ended: next() does not wait
         assert next(stream, None) is None
-    with DecodePool(DecodeSpec(), workers=1, timeout_s=2, decode_fn=hang_on_name) as pool:
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=1, timeout_s=2, decode_fn=hang_on_name) as pool:
         stream = pool.imap(paths[1:])
         deadline = time.perf_counter() + 30
         while not stream.ready():

@@ -1,17 +1,14 @@
 """The configuration reference (docs/snippets/configuration.md): every top-level setting, then every
-config group with its schema's keys (type, default, comment) and each option's file (what it is,
+config group with its schema's keys (type, default, help) and each option's file (what it is,
 what it inherits, every key it sets, with its comment).
 
 Sources, read at build time so a new key or a changed default shows up here by itself:
 caption/schema.py (JobSchema's settings with their `option(default, help)` texts, GROUP_SCHEMAS),
-quant/schema.py (gpu, model, quant), the comments beside the schemas' fields, and conf/<group>/*.yaml.
+quant/schema.py (gpu, model, quant), each field's help text, and conf/<group>/*.yaml.
 """
 
 from __future__ import annotations
 
-import inspect
-import io
-import tokenize
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import fields
 from pathlib import Path
@@ -20,19 +17,6 @@ from omegaconf import MISSING, OmegaConf
 
 from tools.docsgen.conf_yaml import read_group
 from tools.docsgen.markdown import code, page, table
-
-
-def field_comments(schema) -> dict[str, str]:
-    """name -> the `# comment` written beside a schema field (the schemas' way of explaining a key
-    every preset sets, whose value and reasons live in conf/)."""
-    source = inspect.getsource(schema)
-    comments, names = {}, {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.start[0] not in names:
-            names[tok.start[0]] = tok.string
-        elif tok.type == tokenize.COMMENT and tok.start[0] in names:
-            comments[names[tok.start[0]]] = tok.string.lstrip("#").strip()
-    return comments
 
 
 def said(condition) -> str:
@@ -44,7 +28,6 @@ def said(condition) -> str:
 
 def schema_rows(schema) -> list[list]:
     """key | type | default | comment, for each field of a group's schema."""
-    comments = field_comments(schema)
     rows = []
     for f in fields(schema):
         if f.default is MISSING:
@@ -52,7 +35,7 @@ def schema_rows(schema) -> list[list]:
         else:
             value = f.default_factory() if f.default is NO_DEFAULT else f.default
             default = code(value)
-        help_text = f.metadata.get("help") or comments.get(f.name, "")
+        help_text = f.metadata.get("help", "")  # every field has it (tests/test_config_defaults.py)
         read_when = f.metadata.get("read_when")
         if read_when:  # the job refuses it given where it does nothing (caption/unread.py)
             help_text = f"{help_text}{'; ' if help_text else ''}read only when " + " and ".join(
