@@ -44,7 +44,7 @@ def decoded_requests(job: JobConfig, clips: Path) -> list[Request]:
     requests = []
     for result in results:
         key, clip = keys[result.path], result.clip
-        for task in job.tasks:
+        for task in job.options.tasks:
             forced = job.forced_lengths.draw(key, task, None) if job.forced_lengths is not None else None
             requests.append(Request(key=key, task=task, adapter=None, prompt=build_prompt(job.model.family, task),
                                     frames=clip.frames, video_metadata=clip.metadata(),

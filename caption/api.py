@@ -194,7 +194,7 @@ class Captioner:
 
         job = load_planned_job(cfg)
         check_settings_read(given, cfg, job)
-        if job.plan_only or not job.plan.fits:
+        if job.options.plan_only or not job.plan.fits:
             return None
         check_outputs(job).release()  # the output is the job's to write and no other job's, before an engine loads
         if job.runner.name != "local":  # runner=ray loads its engines in its actors, per call: room for them

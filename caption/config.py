@@ -21,11 +21,10 @@ from caption.engines.options import EngineSchema
 from caption.engines.spec import EngineSpec
 from caption.forced_lengths import ForcedLengths
 from caption.generation import SamplingSchema
-from caption.job_paths import io_paths
+from caption.job_paths import JobPaths, io_paths
 from caption.option import ConfigError as ConfigError  # where callers have always found it
 from caption.option import at_least, closest, one_of
-from caption.prompts import INSTRUCTIONS_KO
-from caption.schema import GROUP_SCHEMAS, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
+from caption.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
 from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.decode import DecodeSpec
@@ -65,29 +64,11 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
-class JobFiles:
-    """What a job that captions reads and writes (a plan_only job has none of them)."""
-    input_dir: Path
-    output: Path
-    summary_path: Path
-
-
-@dataclass(frozen=True)
 class JobConfig:
-    input_dir: Path | None  # None only with plan_only
-    output: Path | None
-    summary_path: Path | None
-    references: Path | None  # score the captions against these after the job
-    plan_only: bool
-    tasks: tuple[str, ...]
-    resume: bool
-    overwrite: bool
-    retry_errors: bool
-    recaption_changed: bool
-    fail_fast: bool
-    limit: int | None
-    progress: bool
-    verbose: bool
+    # the top-level settings as given (input_dir, output, tasks, resume, limit, ...): declared once, in
+    # caption/schema.py JobOptions, and checked by its check()
+    options: JobOptions
+    paths: JobPaths | None  # the files options name, resolved (caption/job_paths.py); None with plan_only
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
     engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/options.py)
@@ -107,7 +88,6 @@ class JobConfig:
     adapters: tuple[Adapter, ...]
     speculative: dict[str, Any] | None  # vLLM speculative_config; None: off
     forced_lengths: ForcedLengths | None  # benchmark.output_tokens: every request generates exactly n tokens
-    add_beside: bool  # resume into an output holding records made with other settings, beside them
     server: EngineSchema | None  # engine=server: engine_options, its server keys checked (check_server)
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
@@ -142,11 +122,12 @@ class JobConfig:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return self.settings, self.segment_settings
 
-    def files(self) -> JobFiles:
-        """The folder captioned and the files written; RuntimeError for a plan_only job, which has none."""
-        if self.input_dir is None or self.output is None or self.summary_path is None:
+    def files(self) -> JobPaths:
+        """The folder captioned and the files read and written; RuntimeError for a plan_only job, which has
+        none."""
+        if self.paths is None:
             raise RuntimeError("a plan_only job captions no folder and writes no records")
-        return JobFiles(self.input_dir, self.output, self.summary_path)
+        return self.paths
 
     @property
     def adapter_names(self) -> tuple[str, ...]:
@@ -224,6 +205,20 @@ def _group(cfg: DictConfig, name: str, schema: type[Group]) -> Group:
         raise ConfigError(f"`{exc.full_key}` is missing: the conf/{name}/ preset in use must set it") from None
     assert isinstance(value, schema), f"the {name} group is not typed by {schema.__name__}"
     return value
+
+
+def _options(cfg: DictConfig) -> JobOptions:
+    """The top-level settings as JobOptions: the composed values (interpolations resolved where they stand),
+    typed by the schema again. Built from to_container, not to_object, which refuses a key left unset:
+    `input_dir` may be, with plan_only (it then keeps MISSING, and caption/job_paths.py names it otherwise)."""
+    given = {}
+    for f in fields(JobOptions):
+        if not OmegaConf.is_missing(cfg, f.name):
+            value = cfg[f.name]
+            given[f.name] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    node = OmegaConf.structured(JobOptions)
+    node.merge_with(given)
+    return JobOptions(**_mapping(node))
 
 
 def _check_keys(cfg: DictConfig) -> None:
@@ -343,19 +338,9 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
     and writes nothing: that is caption/planning.py `plan_job`, the job's next step."""
     _check_keys(cfg)
-    plan_only = bool(cfg.plan_only)
-    input_dir = output = summary = references = None
-    if not plan_only:  # a plan needs no clips
-        input_dir, output, summary, references = io_paths(cfg)
-    tasks = tuple(cfg.tasks)
-    if not tasks:
-        raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
-    for task in tasks:
-        one_of(task, tuple(INSTRUCTIONS_KO), "tasks")
-    if len(set(tasks)) != len(tasks):
-        raise ConfigError(f"`tasks` lists a task twice: {list(tasks)}")
-    if cfg.limit is not None:
-        at_least(cfg.limit, "limit")
+    options = _options(cfg)
+    paths = None if options.plan_only else io_paths(options)  # a plan needs no clips
+    options.check()
     one_of(cfg.engine.name, ENGINES, "engine")
     model, sampling, video = _model(cfg), _group(cfg, "sampling", SamplingSchema), _group(cfg, "video", VideoSchema)
     sampling.check()
@@ -374,12 +359,7 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
     if engine_options.name == "server":
         engine_options.check_server()
     return JobConfig(
-        input_dir=input_dir, output=output, summary_path=summary, references=references,
-        plan_only=plan_only, tasks=tasks,
-        resume=bool(cfg.resume), overwrite=bool(cfg.overwrite), add_beside=bool(cfg.add_beside),
-        retry_errors=bool(cfg.retry_errors), recaption_changed=bool(cfg.recaption_changed),
-        fail_fast=bool(cfg.fail_fast),
-        limit=None if cfg.limit is None else int(cfg.limit), progress=bool(cfg.progress), verbose=bool(cfg.verbose),
+        options=options, paths=paths,
         model=model, requested_engine=requested_engine(cfg, sampling, spec),
         engine_options=engine_options,
         gpu=_mapping(cfg.gpu), quant=_quant(cfg),

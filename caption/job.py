@@ -64,7 +64,7 @@ def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | 
     and no summary is written for a job its caller abandoned."""
     job = plan_job(load_job_config(cfg))  # a wrong setting or a plan that cannot run fails here, before loading
     check_settings_read(given, cfg, job)  # a key given that this job would not read fails here too
-    if job.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
+    if job.options.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
     lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)
     try:
@@ -75,17 +75,17 @@ def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | 
 
 def _locked_job(job: JobConfig, engine: Engine | None, videos: Videos | None,
                 lock: OutputLock) -> Generator[Record, None, Summary]:
-    files = job.files()
+    files, options = job.files(), job.options
     for warning in job.planned().warnings:  # on the terminal and in caption.log; the summary and records keep them
         console.warn(f"caption: plan warning: {warning}")
     if lock.unsupported:
-        console.warn(f"caption: warning: the filesystem of {job.output} gives no file locks ({lock.unsupported}): "
+        console.warn(f"caption: warning: the filesystem of {files.output} gives no file locks ({lock.unsupported}): "
                      "make sure no other job writes this output while this one runs")
     reset_peak_rss()
     tally = JobTally()
     found = crawl_videos(files.input_dir) if videos is None else videos
-    store = RecordStore.open(files.output, resume=job.resume, retry_errors=job.retry_errors, overwrite=job.overwrite,
-                             expected=job.settings_ids, checked=True)
+    store = RecordStore.open(files.output, resume=options.resume, retry_errors=options.retry_errors,
+                             overwrite=options.overwrite, expected=job.settings_ids, checked=True)
     tally.kept += [str(store.kept_as)] if store.kept_as is not None else []
     try:
         _check_sources(job, found, store, tally)  # another file under a known name: refused, or captioned anew
@@ -119,7 +119,7 @@ def check_outputs(job: JobConfig) -> OutputLock:
     disk takes files (WriteFailed), no other job writes the output (OutputBusy), and resuming would not mix
     in records made another way. Returns the output's lock, held."""
     output, summary = job.files().output, job.files().summary_path
-    check_summary(summary, overwrite=job.overwrite)
+    check_summary(summary, overwrite=job.options.overwrite)
     with writing(output.parent, "output folder", setting="output"):
         output.parent.mkdir(parents=True, exist_ok=True)  # the run folder, when output is its default
     for folder, setting in ((output.parent, "output"), (summary.parent, "summary_path")):
@@ -130,9 +130,9 @@ def check_outputs(job: JobConfig) -> OutputLock:
     with writing(output.parent, "output folder", setting="output"):
         lock = OutputLock.acquire(output)
     try:  # what the output holds, read while no other job can change it
-        check_output(output, resume=job.resume, overwrite=job.overwrite)
-        if not job.overwrite:  # records made another way are never counted as this job's
-            check_settings(output, job.expected_ids(), job.record_settings(), job.add_beside)
+        check_output(output, resume=job.options.resume, overwrite=job.options.overwrite)
+        if not job.options.overwrite:  # records made another way are never counted as this job's
+            check_settings(output, job.expected_ids(), job.record_settings(), job.options.add_beside)
     except BaseException:
         lock.release()
         raise
@@ -147,7 +147,7 @@ def _check_sources(job: JobConfig, found: Videos, store: RecordStore, tally: Job
     # a file whose records are all errors is simply captioned again (a broken clip re-exported in its place);
     # one with a caption of another file is the user's call
     misattributed = {video: why for video, why in changed.items() if video in captioned}
-    if misattributed and not job.recaption_changed:
+    if misattributed and not job.options.recaption_changed:
         refuse_changed(job.files().output, misattributed)
     store.recaption(changed)
     tally.recaptioned = sorted(changed)
@@ -160,7 +160,7 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
     many segments a video not yet seen has is known once the decoders have looked (_run counts them)."""
     keys = {key: record_keys(job, key, store.segments.get(key)) for key, _ in videos}
     pending = [(key, path) for key, path in videos if not all(store.done(k) for k in keys[key])]
-    todo = pending if job.limit is None else pending[: job.limit]
+    todo = pending if job.options.limit is None else pending[: job.options.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in keys[key])
     print_job_start(job, len(videos), len(todo), tally.videos_skipped,
@@ -174,7 +174,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
     sources = SourceIdentities(job.files().input_dir, todo)
     runner.start()
     tally.generation_started = time.perf_counter()
-    tally.start_progress(tally.requests_todo, job.progress)
+    tally.start_progress(tally.requests_todo, job.options.progress)
     counted = {key for key, _ in todo if key in store.segments}  # videos whose segments _pending counted
     for record in runner.records(todo, store, tally):
         if store.done(record_key(record)):  # a clip retried after its actor died may come twice
@@ -186,7 +186,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
             record["source"] = sources.of(record["video"])
             store.write(record)
             tally.count(record)
-        if job.fail_fast and record["status"] == "error":
+        if job.options.fail_fast and record["status"] == "error":
             raise FailFast(record["video"])
         yield record
     tally.generation_ended = time.perf_counter()  # before decoders and engines shut down

@@ -1,20 +1,25 @@
 """Where a job reads and writes: the folder it captions, its records file, its summary and the
-references METEOR scores against, as the config names them (checked before anything loads)."""
+references METEOR scores against, resolved from the top-level settings that name them (caption/schema.py
+JobOptions) and checked before anything loads."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING
 
 from caption.option import ConfigError
+from caption.schema import JobOptions
 
 
-def _require(cfg: DictConfig, key: str) -> Any:
-    if OmegaConf.is_missing(cfg, key):
-        raise ConfigError(f"`{key}` is required: add `{key}=...` to the command line")
-    return cfg[key]
+@dataclass(frozen=True)
+class JobPaths:
+    """What a job that captions reads and writes (a plan_only job has none of them)."""
+    input_dir: Path
+    output: Path
+    summary_path: Path
+    references: Path | None  # score the captions against these after the job; None: no scoring
 
 
 def _default_output() -> Path:
@@ -27,24 +32,26 @@ def _default_output() -> Path:
     return folder / "captions.jsonl"  # the job makes the folder (caption/job.py run_job)
 
 
-def io_paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path | None]:
-    input_dir = Path(str(_require(cfg, "input_dir"))).expanduser()
-    given = bool(cfg.get("output"))
-    output = Path(str(cfg.output)).expanduser() if given else _default_output()
+def io_paths(options: JobOptions) -> JobPaths:
+    """The files the settings name, as paths; ConfigError where one is missing or cannot be what it must."""
+    if options.input_dir == MISSING:
+        raise ConfigError("`input_dir` is required: add `input_dir=...` to the command line")
+    input_dir = Path(options.input_dir).expanduser()
+    output = Path(options.output).expanduser() if options.output else _default_output()
     if not input_dir.is_dir():
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     if output.exists() and output.is_dir():
         raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
     # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
     # refused there in one line where its parent cannot take it
-    summary = Path(str(cfg.get("summary_path") or f"{output}.summary.json")).expanduser()
-    references = cfg.references
-    if references == "auto":
+    summary = Path(options.summary_path or f"{output}.summary.json").expanduser()
+    references: Path | None = None
+    if options.references == "auto":
         found = input_dir / "references.jsonl"
         references = found if found.is_file() else None
-    elif references is not None:
-        references = Path(str(references)).expanduser()
+    elif options.references is not None:
+        references = Path(options.references).expanduser()
         if not references.is_file():
             raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
                               "or set references=null")
-    return input_dir, output, summary, references
+    return JobPaths(input_dir, output, summary, references)

@@ -47,7 +47,7 @@ def device_vram_gib() -> float | None:
 def make_job_plan(job: JobConfig) -> Plan:
     """With plan_only, and in a sweep (one refused job must not end the others), a combination that
     cannot run comes back as a refused plan saying why; otherwise it raises ConfigError."""
-    soft = job.plan_only or in_multirun()
+    soft = job.options.plan_only or in_multirun()
     gpu, model, quant = dict(job.gpu), job.model.preset, job.quant
     if gpu.get("device") == "cpu" and gpu.get("ram_gib") is None:
         gpu["ram_gib"] = round(total_ram_gib(), 1)  # weights live in host memory: check them
@@ -67,7 +67,8 @@ def make_job_plan(job: JobConfig) -> Plan:
             return Plan.refused(model, gpu, job.requested_engine, str(exc))
         raise ConfigError(str(exc)) from None
     checkpoint = plan.model_path or ""
-    if checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir() and not job.plan_only:
+    missing = checkpoint.startswith(("/", ".", "~")) and not Path(checkpoint).expanduser().is_dir()
+    if missing and not job.options.plan_only:
         raise ConfigError(f"the {plan.quantization.get('method')} checkpoint {checkpoint} does not exist: make it with "
                           "caption-quantize (docs/tiers.md), or set quant.checkpoint")
     return plan
@@ -114,12 +115,12 @@ def check_weights_reachable(path: str) -> None:
 def plan_job(job: JobConfig) -> JobConfig:
     """The job with its plan, and the model path and dtype the plan chose (a quantized copy, the tier's dtype)."""
     remote = job.requested_engine == "server"  # the model, its weights and its GPU are the server's
-    if not job.plan_only and not remote:  # a plan needs no weights
+    if not job.options.plan_only and not remote:  # a plan needs no weights
         check_weights_reachable(job.model.path)
     gpu, tier_why = (job.gpu, None) if remote else resolve_tier(job.gpu)  # gpu=auto: the tier this machine is
     job = dataclasses.replace(job, gpu=gpu)
     # a CUDA tier without its GPU runs as a plan only (runner=ray: on the cluster's GPUs, not this machine's)
-    elsewhere = None if job.plan_only or job.runner.name != "local" else tier_not_here(gpu)
+    elsewhere = None if job.options.plan_only or job.runner.name != "local" else tier_not_here(gpu)
     if elsewhere is not None and not in_multirun():
         raise ConfigError(elsewhere)
     plan = make_job_plan(job)
@@ -130,7 +131,7 @@ def plan_job(job: JobConfig) -> JobConfig:
     if job.speculative is not None and plan.engine != "vllm":
         raise ConfigError(f"`spec={job.speculative['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
                           f"({plan.engine_reason}); set spec=none")
-    if not plan.fits and not (job.plan_only or in_multirun()):  # a sweep reports it as a row instead
+    if not plan.fits and not (job.options.plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     # warnings about the captions themselves go into every record too (JobConfig.caption_warnings)
     sampler = "vllm" if plan.engine == "server" else plan.engine  # a server samples as vLLM does (docs/server.md)
@@ -150,14 +151,14 @@ def plan_job(job: JobConfig) -> JobConfig:
     planned = dataclasses.replace(job, plan=plan, model=model, decode_workers=workers,
                                   caption_warnings=tuple(caption_warnings))
     planned = dataclasses.replace(planned, engine_spec=engine_spec(planned))
-    if job.plan_only:  # no records to label
+    if job.options.plan_only:  # no records to label
         return planned
     settings = job_settings(planned)
     segment_settings = {**settings, "segments": planned.segments.describe()}  # a segment's record: how it was cut too
     adapters = adapter_identities(planned)
     ids = {(task, adapter, segmented): settings_id(segment_settings if segmented else settings,
                                                    instruction_text(task), adapter, adapters[adapter])
-           for adapter in planned.variants() for task in planned.tasks for segmented in (False, True)}
+           for adapter in planned.variants() for task in planned.options.tasks for segmented in (False, True)}
     return dataclasses.replace(planned, settings=settings, segment_settings=segment_settings, settings_ids=ids)
 
 
@@ -165,7 +166,7 @@ def foreign_footage_warnings(job: JobConfig) -> list[str]:
     """A checkpoint that knows only one kind of footage (the embedded model: caption-synth's clips) pointed at
     another folder."""
     trained_on = job.model.trained_on
-    if trained_on is None or job.input_dir is None or footage_kind(job.input_dir) == trained_on:
+    if trained_on is None or job.paths is None or footage_kind(job.paths.input_dir) == trained_on:
         return []
     return [f"{job.model.name} knows only {trained_on} clips: on this folder its captions will be nonsense. "
             "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
@@ -195,7 +196,7 @@ def engine_spec(job: JobConfig) -> EngineSpec:
         processor_kwargs=dict(family.processor_kwargs), vllm=job.plan.vllm, hf=job.plan.hf,
         env=dict(job.plan.engine_env), options=job.engine_options, sampling=job.sampling, adapters=job.adapters,
         lora_max_rank=job.lora_max_rank, speculative=job.speculative,
-        requests_per_clip=len(job.tasks) * len(job.variants()),
+        requests_per_clip=len(job.options.tasks) * len(job.variants()),
         frames_per_clip=d.sampling.num_frames if d.sampling.mode == "uniform" else d.sampling.max_frames,
         frame_pixels=_frame_pixels(d),
         server=job.server, served_model=(job.plan.server or {}).get("served_model"))
@@ -217,7 +218,7 @@ def check_nvdec(job: JobConfig) -> None:
     if job.runner.name != "local":
         raise ConfigError("`video.backend=nvdec` decodes in the local runner's processes and Ray's decoding "
                           "actors hold no GPU: use runner=local, or video.backend=auto")
-    if job.plan_only:  # a plan may be made for another machine
+    if job.options.plan_only:  # a plan may be made for another machine
         return
     from video_io.nvdec import probe_in_child
 
@@ -231,7 +232,7 @@ def auto_decoder(job: JobConfig, plan: Plan) -> JobConfig:
     """`video.backend=auto` on a GPU tier: NVDEC only where a filed measurement says it pays on this
     machine's GPU and cores (video_io/nvdec_rule.py: nowhere yet); the plan's notes say which and why."""
     if job.decode.backend != "auto" or job.gpu.get("device") != "cuda" or job.runner.name != "local" \
-            or job.plan_only:
+            or job.options.plan_only:
         return job
     from quant.devices import detect_devices
     from video_io.nvdec_rule import auto_picks_nvdec

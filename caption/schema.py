@@ -1,14 +1,15 @@
 """The job's settings as typed schemas: the one home of each key's type, default, help and checks.
 
-JobSchema holds the top-level settings and types each config group (conf/config.yaml lists them) with
-its schema: the video, lora, spec and runner groups here, sampling in caption/generation.py, engine in
-caption/engines/options.py, gpu, model and quant in quant/schema.py (GROUP_SCHEMAS lists them all).
-Hydra validates every override against them while it composes the config, before anything loads: a
-wrong type (`limit=abc`, `resume=maybe`) or an unknown key (`outptu=x`) stops the job in one line
-(caption/cli.py says it; caption/config.py refuses a `+key` the schemas lack). caption/config.py then
-reads each group as its schema's dataclass (OmegaConf.to_object) and runs the group's check(), which
-holds the ranges and cross-key rules a type cannot say. `caption --help` prints each key with its
-default and help text; docs/development.md shows how a setting is added.
+JobSchema holds the top-level settings (JobOptions, which the job reads as one object) and types each
+config group (conf/config.yaml lists them) with its schema: the video, lora, spec and runner groups
+here, sampling in caption/generation.py, engine in caption/engines/options.py, gpu, model and quant in
+quant/schema.py (GROUP_SCHEMAS lists them all). Hydra validates every override against them while it
+composes the config, before anything loads: a wrong type (`limit=abc`, `resume=maybe`) or an unknown
+key (`outptu=x`) stops the job in one line (caption/cli.py says it; caption/config.py refuses a `+key`
+the schemas lack). caption/config.py then reads the top-level settings as JobOptions and each group as
+its schema's dataclass (OmegaConf.to_object), and runs its check(), which holds the ranges and
+cross-key rules a type cannot say. `caption --help` prints each key with its default and help text;
+docs/development.md shows how a setting is added.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omegaconf import MISSING
 from caption.engines.options import EngineSchema
 from caption.generation import SamplingSchema
 from caption.option import ConfigError, at_least, one_of, option, preset_key
+from caption.prompts import INSTRUCTIONS_KO
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
 from video_io.coverage import SHORT_SHOTS
 from video_io.decode import BACKENDS, DecodeSpec
@@ -217,7 +219,9 @@ GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema,
 
 
 @dataclass
-class JobSchema:
+class JobOptions:
+    """The top-level settings (`key=value` on the command line), declared once: JobSchema composes them
+    with the groups, and the job holds them as this object (caption/config.py JobConfig.options)."""
     input_dir: str = option(MISSING, "folder crawled recursively for video files", path=True)
     output: Optional[str] = option(None, "JSONL, one record per (video, task, adapter), appended to on resume; "
                                          "null: captions.jsonl in the run's folder (runs/...); a folder that "
@@ -244,6 +248,23 @@ class JobSchema:
                                                "auto: <input_dir>/references.jsonl if it exists; null: do not score",
                                        path=True)
     plan_only: bool = option(False, "resolve and save the plan (engine, dtype, quantization, memory), run nothing")
+
+    def check(self) -> None:
+        """The rules Hydra's types do not say; ConfigError names the key. (Whether input_dir, output,
+        summary_path and references name usable files is caption/job_paths.py's, which resolves them.)"""
+        if not self.tasks:
+            raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
+        for task in self.tasks:
+            one_of(task, tuple(INSTRUCTIONS_KO), "tasks")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ConfigError(f"`tasks` lists a task twice: {list(self.tasks)}")
+        if self.limit is not None:
+            at_least(self.limit, "limit")
+
+
+@dataclass
+class JobSchema(JobOptions):
+    """The composed config: the top-level settings (JobOptions), then the benchmark settings and the groups."""
     benchmark: BenchmarkSchema = field(default_factory=BenchmarkSchema)
     # the config groups: conf/<group>/<option>.yaml, chosen as `group=option`, typed by the schemas above
     model: ModelSchema = MISSING

@@ -22,8 +22,9 @@ def score_captions(job: JobConfig) -> dict:
     from eval.scope import scope_of, score_scope
 
     scores, entries = {}, []
+    files = job.files()
     try:
-        preds = read_predictions(job.output)
+        preds = read_predictions(files.output)
     except InputError as exc:
         return {"meteor_error": str(exc)}
     for adapter in job.variants():
@@ -31,7 +32,7 @@ def score_captions(job: JobConfig) -> dict:
         ids = {i for (task, a, _), i in job.settings_ids.items() if a == adapter}
         mine = [p for p in preds if p.settings_id in ids]
         try:
-            scope = scope_of(mine, job.output, job.references, adapter=NONE_LABEL if adapter is None else adapter)
+            scope = scope_of(mine, files.output, files.references, adapter=NONE_LABEL if adapter is None else adapter)
             scored = score_scope(scope)
         except InputError as exc:  # e.g. no caption task in this job: the job itself succeeded
             log.warning("METEOR not computed: %s", exc)

@@ -120,7 +120,7 @@ class JobTally:
         return {
             "model": job.model.name, "engine": job.engine, "gpu": job.gpu.get("name"),
             "settings": job.settings,  # the records this summary describes are those made with these
-            "tasks": list(job.tasks), "output": str(job.output),
+            "tasks": list(job.options.tasks), "output": str(job.files().output),
             "videos_found": self.videos_found, "videos_skipped_resume": self.videos_skipped,
             "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_failed": len(self.failures),
             "captions_ok": self.requests_ok, "captions_flagged": self.requests_flagged,
@@ -139,7 +139,7 @@ class JobTally:
             "stages_s": stages,
             "engine_idle_fraction": (round(max(0.0, 1 - stages["engine_step"] / gen_wall), 4)
                                      if stages and gen_wall > 0 and self.generation_started is not None else None),
-            "input_dir": str(job.input_dir),
+            "input_dir": str(job.files().input_dir),
             "stopped": self.stopped, "stop_reason": self.stop_reason,
             "records_left_undone": self.requests_todo - self.requests_ok - self.requests_error,
             "engine_restarts": self.engine_restarts, "engine_failures": self.engine_failures or None,
@@ -213,7 +213,7 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
     if summary.get("segments_run"):  # how much of the long videos the records caption (caption/coverage.py)
         summary["coverage"] = coverage_of_job(job)
-    if job.references is not None and tally.stopped is None and not interrupts.received:
+    if job.files().references is not None and tally.stopped is None and not interrupts.received:
         summary.update(score_captions(job))  # a few seconds; a signal meanwhile ends the job after it
     if interrupts.received and summary["stopped"] is None:
         summary["stopped"] = "interrupted"
@@ -223,8 +223,9 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
         console.warn(f"caption: warning: {warning}")
     summary["exit_status"] = exit_status(summary)
     _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary)
-    saved = _saved(_replace_summary, summary, job.summary_path, summary=summary)
-    print_summary(summary, job.summary_path, full=job.verbose, saved=saved)
+    summary_path = job.files().summary_path
+    saved = _saved(_replace_summary, summary, summary_path, summary=summary)
+    print_summary(summary, summary_path, full=job.options.verbose, saved=saved)
     return summary
 
 
@@ -274,4 +275,4 @@ def report_plan(job: JobConfig) -> dict:
     plan = job.plan.to_dict()
     path = write_result({"plan": plan, "summary": None})
     print_plan(plan, path)
-    return {"plan": plan, "exit_status": 0 if job.plan_only else 2}
+    return {"plan": plan, "exit_status": 0 if job.options.plan_only else 2}

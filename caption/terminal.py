@@ -79,8 +79,9 @@ def print_job_start(job: JobConfig, found: int, todo: int, skipped: int, notes: 
     plan, d = job.plan, job.decode
     frames = d.sampling.num_frames if d.sampling.mode == "uniform" else f"up to {d.sampling.max_frames}"
     quant = plan.quantization.get("method") or "none"
-    print(f"caption: {found} videos in {job.input_dir} ({todo} to caption, {skipped} already done) -> {job.output}",
-          file=out)
+    paths = job.paths  # None with plan_only: the lines then say what would run
+    print(f"caption: {found} videos in {paths and paths.input_dir} ({todo} to caption, {skipped} already done) "
+          f"-> {paths and paths.output}", file=out)
     auto = next((n for n in plan.notes if n.startswith("gpu=auto")), None)
     print(f"  model   {job.model.name} ({job.model.family}) on {plan.engine}, tier {plan.tier}, {plan.dtype}, "
           f"quant {quant}", file=out)
@@ -92,7 +93,7 @@ def print_job_start(job: JobConfig, found: int, todo: int, skipped: int, notes: 
     if decoders and d.backend == "nvdec":
         decoders += " on the GPU's NVDEC"
     print(f"  input   {frames} frames of {size} (<= {plan.vision_tokens_per_clip} video tokens), "
-          f"tasks {', '.join(job.tasks)}{decoders}", file=out)
+          f"tasks {', '.join(job.options.tasks)}{decoders}", file=out)
     variants = ", ".join("base model" if v is None else f"adapter {v}" for v in job.variants())
     spec = (f"speculative {job.speculative['method']} ({job.speculative['num_speculative_tokens']} tokens)"
             if job.speculative else "no speculative decoding")

@@ -80,6 +80,26 @@ def test_readers_keep_no_defaults_of_their_own():
     assert defaulted == {"plan", "settings", "segment_settings", "settings_ids", "caption_warnings", "engine_spec"}
 
 
+def test_the_top_level_settings_are_declared_once_and_the_job_holds_them(compose_config, synth_dir):
+    """JobOptions declares each top-level setting (type, default, help, its check()); JobSchema composes
+    it and the job holds it as one object. A typed copy on JobConfig (`limit: int | None`) would be a
+    second declaration to keep in step, and a top-level setting declared in JobSchema itself would
+    never reach the job."""
+    from caption.config import JobConfig, load_job_config
+    from caption.schema import JobOptions, JobSchema
+
+    top = _names(JobOptions)
+    assert {"input_dir", "output", "tasks", "resume", "limit", "plan_only"} <= top
+    assert {f.name for f in fields(JobSchema) if "help" in f.metadata} == top
+    copied = sorted(top & (_names(JobConfig) | set(vars(JobConfig))))
+    assert not copied, f"JobConfig declares {copied} again: read them as job.options.<key> (caption/schema.py)"
+    job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", "limit=3",
+                                          "tasks=[caption,motion]", "resume=false"]))
+    assert type(job.options) is JobOptions
+    assert (job.options.limit, job.options.tasks, job.options.resume) == (3, ["caption", "motion"], False)
+    assert job.files().input_dir == synth_dir and job.options.input_dir == str(synth_dir)
+
+
 def test_unknown_keys_and_wrong_types_fail_while_composing(compose_config):
     from hydra.errors import ConfigCompositionException
 

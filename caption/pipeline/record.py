@@ -55,7 +55,7 @@ def record_keys(job: JobConfig, video: str, segments: int | None = None) -> list
     """One record per (video, task, adapter), adapter None being the base model; per segment too for a
     video split into `segments` (None: the whole clip)."""
     parts: list[int | None] = [None] if segments is None else list(range(segments))
-    return [(video, task, adapter, part) for part in parts for adapter in job.variants() for task in job.tasks]
+    return [(video, task, adapter, part) for part in parts for adapter in job.variants() for task in job.options.tasks]
 
 
 def segment_fields(segment: SegmentInfo | None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synt
     assert job.decode.width is None and job.decode.max_pixels == 56 * 56 and job.decode.size_multiple == 28
     assert job.decode.seek == "auto" and job.decode.sampling.num_frames == 8
     assert job.gpu["env"]["VLLM_CPU_KVCACHE_SPACE"] and job.gpu["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-    assert job.summary_path == tmp_path / "out.jsonl.summary.json"
+    assert job.files().summary_path == tmp_path / "out.jsonl.summary.json"
 
 
 def test_validating_probes_and_plans_nothing_planning_is_the_next_step(compose_config, synth_dir, tmp_path,
@@ -46,7 +46,7 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     job = load_planned_job(cfg)
     assert job.engine == "hf" and job.engine_options.batch_size == 16
     assert job.decode.sampling.mode == "fps" and job.decode.sampling.fps == 4.0
-    assert job.tasks == ("caption", "keywords")
+    assert job.options.tasks == ["caption", "keywords"]
 
 
 @pytest.mark.parametrize("overrides, message", [

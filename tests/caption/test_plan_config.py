@@ -63,7 +63,7 @@ def test_a_plan_that_does_not_fit_is_refused_before_loading(compose_config, synt
 
 def test_plan_only_needs_no_clips(compose_config):
     job = load_planned_job(compose_config(["plan_only=true", "gpu=t4", "model=qwen2_5_vl_7b"]))
-    assert job.plan_only and job.input_dir is None
+    assert job.options.plan_only and job.paths is None
     assert job.engine == "hf"  # vLLM has no Turing vision attention for Qwen VL (vllm issue 29743)
     assert job.plan.dtype == "float16" and job.plan.quantization["method"] == "nf4"
 
