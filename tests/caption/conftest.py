@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from caption.planning import load_planned_job
+from tests.caption.clips import clips_with_references
 
 
 @pytest.fixture(scope="session")
@@ -60,13 +61,4 @@ def hf_engine(job_config, model_dir):
 
 @pytest.fixture
 def two_clips_with_references(tmp_path, synth_dir):
-    """A folder with two synthetic clips and their references.jsonl (so jobs also score METEOR)."""
-    import shutil
-
-    folder = tmp_path / "clips"
-    folder.mkdir()
-    for i in range(2):
-        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
-    lines = open(synth_dir / "references.jsonl", encoding="utf-8").readlines()[:2]
-    (folder / "references.jsonl").write_text("".join(lines), encoding="utf-8")
-    return folder
+    return clips_with_references(tmp_path, synth_dir, 2)

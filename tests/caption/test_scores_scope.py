@@ -8,13 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from eval.meteor import meteor_score
+from tests.caption.clips import clips_with_references
 
 pytestmark = pytest.mark.slow
 BIN = os.path.dirname(sys.executable)
@@ -41,13 +41,7 @@ def _meteor(tmp_path, records, refs, *args):
 
 @pytest.fixture
 def four_clips(tmp_path, synth_dir):
-    folder = tmp_path / "clips"
-    folder.mkdir()
-    for i in range(4):
-        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
-    lines = (synth_dir / "references.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:4]
-    (folder / "references.jsonl").write_text("".join(lines), encoding="utf-8")
-    return folder
+    return clips_with_references(tmp_path, synth_dir, 4)
 
 
 def _refs(folder):
