@@ -7,8 +7,11 @@ clips (`--n` clips through the job's processor, every row forced to `--tokens` t
 `cache_implementation="static"` without compiling; and static with the forward compiled by
 torch.compile (transformers compiles it itself on CUDA; on a CPU it must be asked to,
 `CompileConfig._compile_all_devices`). Each way runs --repeat times after one warm-up call (which
-pays for compiling); time per output token is the median step after the first (TTFT apart). The
-tokens must equal the dynamic cache's, or the comparison stops.
+pays for compiling); time per output token is the median step after the first (TTFT apart). Every row
+is forced to --tokens tokens, so each way does the same work whatever tokens it picks; how many rows
+pick the dynamic cache's tokens is reported (on a CPU in float32 all of them; on an H100 in bf16 the
+static cache's other kernels picked other tokens of a random-weight 7B, and an earlier version of this
+benchmark stopped there).
 """
 
 from __future__ import annotations
@@ -67,11 +70,12 @@ def measure(args) -> dict:
         tokens, _, _ = _once(engine, batch, inputs, way)
         warm_up = time.perf_counter() - started
         reference = tokens if reference is None else reference
-        if tokens != reference:
-            raise SystemExit(f"{way}: other tokens than the dynamic cache's: not the same work")
+        if [len(row) for row in tokens] != [len(row) for row in reference]:
+            raise SystemExit(f"{way}: other output lengths than the dynamic cache's: not the same work")
         timed = [_once(engine, batch, inputs, way)[1:] for _ in range(args.repeat)]
         runs[way] = {"first_call_s": round(warm_up, 2), "ttft_s": round(statistics.median(t for t, _ in timed), 4),
-                     "tpot_ms": round(1000 * statistics.median(s for _, s in timed), 2)}
+                     "tpot_ms": round(1000 * statistics.median(s for _, s in timed), 2),
+                     "rows_as_dynamic": sum(a == b for a, b in zip(tokens, reference))}
         print(f"{way}: {runs[way]}", file=sys.stderr, flush=True)
     engine.close()
     return {"batch": len(batch), "prompt_tokens": int(inputs["attention_mask"].sum()),
@@ -80,8 +84,9 @@ def measure(args) -> dict:
 
 def table(result: dict) -> list[str]:
     base = result["runs"]["dynamic"]["tpot_ms"]
-    lines = ["| cache | TPOT p50 (ms) | vs dynamic | TTFT (s) | first call (s, warm-up) |", "|---|---|---|---|---|"]
+    lines = ["| cache | TPOT p50 (ms) | vs dynamic | TTFT (s) | first call (s, warm-up) | rows with the dynamic "
+             "cache's tokens |", "|---|---|---|---|---|---|"]
     for way, r in result["runs"].items():
         lines.append(f"| {way} | {r['tpot_ms']:.2f} | {base / r['tpot_ms']:.2f}x | {r['ttft_s']:.3f} | "
-                     f"{r['first_call_s']:.1f} |")
+                     f"{r['first_call_s']:.1f} | {r['rows_as_dynamic']} of {result['batch']} |")
     return lines

@@ -3,8 +3,12 @@
 Decoding on the GPU takes the per-frame work off the CPU: a 4K HEVC I-frame costs ~0.15 s of one
 core in software here (docs/decoding.md "Cost"). The frames, seeks and records stay those of the PyAV
 path (video_io/pyav_frames.py): FFmpeg still demuxes and parses on the CPU, NVDEC reconstructs the
-pictures, and each decoded picture comes back to host memory (NV12, or P010 for 10-bit), where the
-frames kept are scaled and converted in one swscale call, as in software.
+pictures, and they stay in GPU memory (PyAV's `is_hw_owned`): a seek decodes from the keyframe before
+each frame kept, so most decoded pictures are only references for the next, and are never copied.
+Only the frames kept come back to host memory (NV12, or P010 for 10-bit), copied by the same swscale
+call that scales and converts them, as in software (av/video/reformatter.py copies a hardware frame
+to host memory before scaling it). `KEEP_PICTURES_ON_GPU = False` copies every picture as it comes
+instead, as this path did first: `caption-bench decode --backend nvdec` measures both.
 
 PyAV's wheels (av 18.1 here: `av.codec.hwaccel.hwdevices_available()` lists "cuda", and
 `av.codecs_available` the *_cuvid decoders) carry FFmpeg's NVDEC support and load the driver's
@@ -35,6 +39,9 @@ _DEVICE_OPTIONS = {"primary_ctx": "1"}
 # A probe must not initialise CUDA in the job's own process: the engine may fork its workers after
 # the plan, and CUDA does not survive a fork. It runs in a child process of its own instead.
 PROBE_TIMEOUT_S = 60.0
+# Decoded pictures stay on the device until a kept one is converted (module docstring); False: every
+# picture is copied back as it comes (the first NVDEC path; the bench's "every picture copied" column).
+KEEP_PICTURES_ON_GPU = True
 
 
 def hwaccel():
@@ -48,7 +55,8 @@ def hwaccel():
     except Exception as exc:
         raise DecodeError(f"video.backend=nvdec: no CUDA device to decode on ({unavailable_reason() or exc}); "
                           f"use video.backend=auto to decode on the CPU") from None
-    return HWAccel(DEVICE_TYPE, allow_software_fallback=True, options=dict(_DEVICE_OPTIONS))
+    return HWAccel(DEVICE_TYPE, allow_software_fallback=True, options=dict(_DEVICE_OPTIONS),
+                   is_hw_owned=KEEP_PICTURES_ON_GPU)
 
 
 @lru_cache(maxsize=1)

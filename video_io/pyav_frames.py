@@ -114,7 +114,7 @@ def decode_wanted(uri: str, size_for: SizeFor, wanted: list[int], keys: list[int
     skips unwanted non-reference frames (mode "keyframe": every unwanted frame that is not a
     keyframe, as the wanted frames are keyframes); otherwise decodes everything from the start.
     Packets the decoder rejects (damaged data) are skipped. `stats`: decode_counters. `hwaccel`:
-    av.open's, to decode on a GPU (video_io/nvdec.py); the pictures come back to host memory."""
+    av.open's, to decode on a GPU (video_io/nvdec.py); the wanted pictures come back to host memory."""
     import av
 
     with av.open(uri, metadata_errors="replace", hwaccel=hwaccel) as container:

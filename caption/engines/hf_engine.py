@@ -3,15 +3,21 @@
 It takes the same requests (prompt text + frames + metadata) and runs them through the model's
 own processor, so for greedy decoding its captions equal vLLM's on the same inputs.
 
-On a GPU (`engine.prepare_ahead`: auto), while one batch generates, a helper thread takes the next
-batch from the request stream and runs the processor on it, and copies its tensors to the device from
-pinned memory, so the device does not wait for the CPU between batches: on one H200 the engine idled
-13-14% of the job while the processor and the decoders ran between `generate` calls
-(docs/benchmarks.md). On a CPU the helper prepares the next batch after `generate` returns: there the
-engine's threads use every core, and work beside them slowed the steps more than it saved. Batches are
-formed exactly as before (the same requests, in the same order), so the captions do not change. Only
-one thread touches the request stream at a time: the helper while `generate` runs, and it is done
-before results go back to the job.
+On a GPU the processor's pixel work (rescale, normalize, cut into patches) runs on the GPU
+(`engine.processor_device`: auto): the frames go there as uint8 and the pixel values come out equal to
+the CPU's, bit for bit. And (`engine.prepare_ahead`: auto) while one batch generates, a helper thread
+takes the next batch from the request stream and runs the processor on it, so the device does not wait
+for the CPU between batches. On one H100, 7B shape, 64 clips: with the processor on the CPU and no overlap the engine
+idled 12.8% of the job at 2.11 videos/s; with both, 3.9% at 2.41 videos/s (docs/benchmarks.md). The
+processor on the CPU beside `generate` had doubled the time per output token (20 -> 41 ms: its threads
+and the GIL against the launch loop), so the overlap paid only once that work moved to the GPU. On a
+CPU the helper prepares the next batch after `generate` returns: there the engine's threads use every
+core, and work beside them slowed the steps more than it saved. Batches are formed exactly as before
+(the same requests, in the same order), so the captions do not change. Which clips share a batch
+follows the order the decoders finish in, with or without this: on the H100 no batch of one run held
+the same clips as the other run's, and 24-26 of 64 random-weight bf16 captions differed between runs. Only one thread touches the
+request stream at a time: the helper while `generate` runs, and it is done before results go back to
+the job.
 """
 
 from __future__ import annotations
@@ -136,6 +142,8 @@ class HfEngine:
         self.batch_size = min(spec.options.batch_size, plan.get("max_batch_size") or 10**9)
         ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/engines/options.py PREPARE_AHEAD)
         self.prepare_ahead = ahead == "always" or (ahead == "auto" and self.device == "cuda")
+        # auto: the processor's pixel work on the engine's device (caption/engines/options.py PROCESSOR_DEVICE)
+        self.processor_device = self.device if spec.options.processor_device == "auto" else "cpu"
         self.sampling = spec.sampling
         self.processor_kwargs = spec.processor_kwargs
         tok = self.processor.tokenizer
@@ -194,20 +202,27 @@ class HfEngine:
         return rows
 
     def _inputs(self, batch: list[Request]):
-        """The processor's tensors for a batch, on the engine's device. On a GPU they go through pinned
-        memory with a non-blocking copy on the default stream: the helper thread does not wait for the
-        copy, and the next `generate`, queued on the same stream after it, does."""
+        """The processor's tensors for a batch, on the engine's device. On a GPU, copies go through pinned
+        memory, non-blocking, on the default stream: the helper thread does not wait for them, and the
+        next `generate`, queued on the same stream after them, does. With the processor on the GPU
+        (engine.processor_device), the frames go there as uint8 (a quarter of the float32 pixel values'
+        bytes) and the processor's pixel work runs there: it takes the device from its input videos
+        (transformers' video_processing_utils.py `_prepare_input_videos`); only the token ids come after."""
         from transformers.video_utils import VideoMetadata
 
         metadata = [VideoMetadata(**{k: v for k, v in r.video_metadata.items() if k != "do_sample_frames"})
                     for r in batch]
-        inputs = self.processor(text=[r.prompt for r in batch], videos=[r.frames for r in batch],
+        videos = [r.frames for r in batch]
+        if self.processor_device != "cpu":
+            videos = [self.torch.as_tensor(frames).pin_memory().to(self.processor_device, non_blocking=True)
+                      for frames in videos]
+        inputs = self.processor(text=[r.prompt for r in batch], videos=videos,
                                 video_metadata=metadata, do_sample_frames=False, **self.processor_kwargs,
                                 padding=True, return_tensors="pt")
         if self.device == "cpu":
             return inputs
         for key, value in inputs.items():
-            if isinstance(value, self.torch.Tensor):
+            if isinstance(value, self.torch.Tensor) and value.device.type == "cpu":
                 inputs[key] = value.pin_memory().to(self.device, non_blocking=True)
         return inputs
 

@@ -17,6 +17,10 @@ from caption.option import ConfigError, at_least, one_of, option, preset_key
 # on a CPU the engine's threads already use every core, and preparing beside them measured slower
 # (docs/benchmarks.md, "The transformers engine prepares the next batch")
 PREPARE_AHEAD = ("auto", "always", "never")
+# engine.processor_device: auto runs the processor's pixel work (rescale, normalize, patches) on the engine's
+# device, the frames copied there as uint8: on one H100 the same pixel values 5x sooner, and beside
+# `generate` it no longer doubles the time per token as on the CPU (docs/benchmarks.md)
+PROCESSOR_DEVICE = ("auto", "cpu")
 BY_SERVER = {"engine.name": ("server",)}  # engine=server's own settings (caption/engines/server_engine.py)
 
 
@@ -37,6 +41,9 @@ class EngineSchema:
                                           {"engine.name": ("hf",)})
     prepare_ahead: str = preset_key("transformers: the next batch prepared while one generates: auto (on a "
                                     "GPU), always, never", {"engine.name": ("hf",)})
+    processor_device: str = option("auto", "transformers: where the processor turns frames into the model's "
+                                           "pixel values: auto (the engine's device: a GPU where it runs on one; "
+                                           "the frames go there as uint8), cpu", {"engine.name": ("hf",)})
     # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
     base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
                                            "http://gpu-box:8000/v1 (no credentials in it: engine.api_key_env)",
@@ -59,6 +66,7 @@ class EngineSchema:
             at_least(getattr(self, key), f"engine.{key}", 1, inclusive=True)
         at_least(self.max_restarts, "engine.max_restarts", inclusive=True)
         one_of(self.prepare_ahead, PREPARE_AHEAD, "engine.prepare_ahead")
+        one_of(self.processor_device, PROCESSOR_DEVICE, "engine.processor_device")
 
     def check_server(self) -> None:
         """engine=server's keys: ConfigError names the `engine.<key>` to fix. The URL loses a trailing slash,

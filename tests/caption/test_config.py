@@ -75,6 +75,7 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["+runner.actor=2"], "`runner.actor` is not a setting; did you mean runner.actors?"),
     (["engine.batch_size=null"], "`engine.batch_size` cannot be null"),
     (["engine.max_inflight=0"], "`engine.max_inflight` must be >= 1"),
+    (["engine=hf", "engine.processor_device=gpu"], "`engine.processor_device=gpu` is not valid; choose one of: auto, cpu"),
     (["lora.max_rank=null"], "`lora.max_rank` cannot be null"),
     (["runner=ray", "runner.engine_cpus=0"], "`runner.engine_cpus` must be > 0"),
     (["spec=ngram", "spec.prompt_lookup_min=null"], "`spec.prompt_lookup_min` is missing: spec=ngram needs it"),
