@@ -11,6 +11,10 @@ step that fails is reported and the next one runs):
   decode            caption-bench decode on this machine's cores, then with --backend nvdec
   engines           the 7B engine comparison: caption-bench engines --model 7b --gpu <tier>
                     --hf-batch 16 32 --max-num-seqs 32 64 128 (the transformers rows alone without vLLM)
+  feed              the transformers engine fed (docs/benchmarks.md): the 7B job on --n 640x360 clips,
+                    batch 16, 64 forced tokens, three ways: the processor on the CPU with nothing prepared
+                    ahead (the engine before issue 36), the processor on the GPU, and both with the next
+                    batch prepared beside `generate` (the defaults); engine idle and videos/s of each
   nf4               the job with the 7B shape on transformers, quant=nf4 (bitsandbytes, quantized while loading)
   rehearsal         the four tiers rehearsed on the one big card (gpu.cap_to_tier=true: memory capped to
                     each tier's, the speed is the big card's): the `caption` job with the 7B shape on
@@ -36,11 +40,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench.engines import DEFAULT_LENGTHS, engine_clips
-from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, job_env, run_caption, write_results
+from bench.engines import DEFAULT_LENGTHS, SEED, engine_clips
+from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, clip_set, job_env, run_caption, write_results
 from quant.devices import detect_devices
 
-STEPS = ("nvdec-test", "decode", "engines", "nf4", "rehearsal", "nvdec-job", "prune")
+STEPS = ("nvdec-test", "decode", "engines", "feed", "nf4", "rehearsal", "nvdec-job", "prune")
 TIERS = ("t4", "l4", "a100", "h100")
 
 
@@ -140,9 +144,27 @@ def run_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
                                                *([] if vllm else ["--engines", "hf"])], out))
     if "prune" not in skip:
         steps.append(bench_step("prune-7b", ["prune", "--model", "7b", "--gpu", tier, "--n", str(args.n)], out))
+    if "feed" not in skip:
+        steps += feed_steps(args, tier)
     if {"nf4", "rehearsal", "nvdec-job"} <= set(skip):
         return steps
     return steps + job_steps(args, tier, skip, vllm)
+
+
+# (engine.processor_device, engine.prepare_ahead): the engine before issue 36, then each change, then the defaults
+FEED_WAYS = (("cpu", "never"), ("auto", "never"), ("auto", "auto"))
+
+
+def feed_steps(args, tier: str) -> list[dict]:
+    """The 7B job on transformers three ways (FEED_WAYS), the same clips (caption-synth's, 640x360: 2,016
+    video tokens each with the 7B preset's 16 frames) and 64 forced tokens each."""
+    clips, steps = clip_set("feed", args.n, SEED, size=(640, 360)), []
+    common = [*bench_model("7b"), f"gpu={tier}", "gpu.cap_to_tier=true", "engine=hf", "engine.batch_size=16",
+              "sampling.max_new_tokens=64", "benchmark.output_tokens={median:64,sigma:0,min:64,max:64,seed:0}"]
+    for processor, ahead in FEED_WAYS:
+        steps.append(job_step(f"feed-processor-{processor}-ahead-{ahead}", clips, args.out,
+                              [*common, f"engine.processor_device={processor}", f"engine.prepare_ahead={ahead}"]))
+    return steps
 
 
 def job_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:

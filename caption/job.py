@@ -172,7 +172,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
     the file it was made from."""
     sources = SourceIdentities(job.files().input_dir, todo)
-    runner.start()
+    runner.start(todo)
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.options.progress)
     counted = {key for key, _ in todo if key in store.segments}  # videos whose segments _pending counted

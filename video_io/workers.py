@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -349,6 +350,36 @@ class DecodeStream:
             return not self._starting()  # ended (next() raises StopIteration at once), or decoders starting
         self._collect(busy, 0.0)
         return bool(self.results)
+
+    @contextmanager
+    def meanwhile(self) -> Iterator[None]:
+        """While the caller waits on something else (the engine loading: seconds to minutes), a thread
+        hands each decoder its first path as it comes up, so the first clips are decoded by the time the
+        engine takes them. The thread stops once every decoder has one (each then holds at most one
+        finished clip, as always) and is done before the block ends: the stream is the caller's again.
+        A clip's deadline starts when it is given, as ever."""
+        if self.pool.n_workers == 0:  # decoded in the caller's process, when asked: nothing to do meanwhile
+            yield
+            return
+        stop = threading.Event()
+
+        def hand_out_first_paths() -> None:
+            try:
+                while not stop.is_set():
+                    self._hand_out()
+                    if self.exhausted or not self._starting():
+                        return  # every decoder has a path, or there are none left
+                    stop.wait(0.05)
+            except (OSError, EOFError):
+                return  # a decoder that died starting: next() meets it and says so
+
+        thread = threading.Thread(target=hand_out_first_paths, name="decoders-first-paths", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def _starting(self) -> list[_Worker]:
         """Idle decoders still starting, while paths remain to hand out."""

@@ -24,8 +24,9 @@ class Written(Protocol):
 
 
 class Runner(Protocol):
-    def start(self) -> None:
-        """Start decoders and engines (the slow part: seconds to minutes)."""
+    def start(self, todo: Todo) -> None:
+        """Start decoders and engines (the slow part: seconds to minutes); the decoders may begin on
+        `todo`, the clips `records` will be asked for, while the engines load."""
 
     def records(self, todo: Todo, store: Written, tally: JobTally) -> Iterator[Record]:
         """Records of the clips in `todo`, as they come; `store` says which records are written already;

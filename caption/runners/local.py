@@ -10,7 +10,7 @@ from caption.pipeline import caption_clips
 from caption.pipeline.decode import decode_locally
 from caption.pipeline.supervisor import EngineSupervisor
 from caption.runners.base import Todo, Written
-from video_io.workers import DecodePool
+from video_io.workers import DecodePool, DecodeStream
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
@@ -21,19 +21,26 @@ class LocalRunner:
     def __init__(self, job: JobConfig, engine: Engine | None = None):
         self.job, self.supervisor = job, EngineSupervisor(job, engine)
         self.pool: DecodePool | None = None
+        self.decoded: DecodeStream | None = None
+        self.paths: dict[str, str] = {}
 
-    def start(self) -> None:
+    def start(self, todo: Todo) -> None:
         job = self.job
-        # decoder processes start (spawned: seconds of imports each) while the engine loads
+        # decoder processes start (spawned: seconds of imports each) while the engine loads, and each takes
+        # its first clip as it comes up: the first batch is decoded, not waited for, when the engine is ready
+        # (on one H100 the first batch's wait was most of the 7B job's engine idle: docs/benchmarks.md)
         self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s, segments=job.segments).__enter__()
-        self.supervisor.start()
+        self.paths = {str(path): key for key, path in todo}
+        self.decoded = decode_locally(self.pool, self.paths)
+        with self.decoded.meanwhile():
+            self.supervisor.start()
 
     def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:
         job = self.job
-        paths = {str(path): key for key, path in todo}
+        if self.decoded is None or set(self.paths) != {str(path) for _, path in todo}:
+            raise RuntimeError("LocalRunner.records: call start() with the same clips first")
         limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        decoded = decode_locally(self.pool, paths)
-        yield from caption_clips(decoded, paths, job, self.supervisor, limits, store.done, tally)
+        yield from caption_clips(self.decoded, self.paths, job, self.supervisor, limits, store.done, tally)
 
     def stats(self) -> dict:
         return {"runner": "local", **self.supervisor.stats()}

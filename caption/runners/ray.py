@@ -37,6 +37,7 @@ from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
 
 if TYPE_CHECKING:
     from caption.pipeline.supervisor import EngineSupervisor
+    from caption.runners.base import Todo
 
 
 class RayRunner:
@@ -49,7 +50,8 @@ class RayRunner:
         self.lost = 0
         self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (caption/runners/cores.py)
 
-    def start(self) -> None:
+    def start(self, todo: Todo) -> None:
+        """Ray and the engine actors; the clips are decoded by actors once `records` hands them out."""
         import ray
 
         if not ray.is_initialized():  # else: the caller's cluster (tests, notebooks) is used as it is

@@ -51,3 +51,43 @@ def test_a_clip_that_does_not_decode_is_recorded_before_the_next_result(job_conf
         ("broken.mp4", "error"), ("clip_00000.mp4", "ok"), ("clip_00001.mp4", "ok")]
     assert records[0]["error"].startswith("decode: ") and "decode_s" in records[0]
     assert tally.decode_s > 0 and not tally.engine_failures
+
+
+@pytest.mark.slow
+def test_the_decoders_take_their_first_clips_while_the_engine_loads(job_config, synth_dir, hf_engine):
+    """runner=local starts the decoders and hands each its first clip while the engine loads
+    (caption/runners/local.py, video_io/workers.py DecodeStream.meanwhile), so the first batch is decoded
+    when the engine is ready. The engine's load is held here until both decoders have a clip, or 60 s."""
+    import time
+
+    from caption.runners.local import LocalRunner
+    from caption.summary import JobTally
+
+    job = job_config(["engine=hf", "video.workers=2"])
+    runner = LocalRunner(job, hf_engine)
+    load, given = runner.supervisor.start, []
+
+    def loading_until_the_decoders_have_clips():
+        until = time.monotonic() + 60
+        while time.monotonic() < until and not all(w.path for w in runner.pool._workers):
+            time.sleep(0.05)
+        given.extend(w.path for w in runner.pool._workers)
+        load()
+
+    runner.supervisor.start = loading_until_the_decoders_have_clips
+    todo = [(f"clip_{i:05d}.mp4", synth_dir / f"clip_{i:05d}.mp4") for i in range(3)]
+    try:
+        runner.start(todo)
+        assert len(given) == 2 and all(given), given  # each decoder had its clip before the engine was ready
+        records = list(runner.records(todo, _NothingWritten(), JobTally()))
+    finally:
+        runner.close()
+    assert sorted(r["video"] for r in records) == [key for key, _ in todo]
+    assert all(r["status"] == "ok" for r in records)
+
+
+class _NothingWritten:
+    segments: dict = {}
+
+    def done(self, key) -> bool:
+        return False
