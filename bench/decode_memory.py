@@ -4,7 +4,7 @@ Each decode runs in a fresh worker, so the peak is that clip's: N frames at the 
 
     caption-bench decode-memory data/footage/*.mp4 [--frames 8 --size 56x56]
 
-The worker reports its VmHWM in DecodeResult.peak_rss_mib (video_io/workers.py). `--size source`
+The worker reports its VmHWM in DecodeResult.peak_rss_mib (video_io/decoder_process.py). `--size source`
 decodes at the stored size, to see what scaling each frame early saves. Writes <out>/results.json,
 results.md and results.png.
 """

@@ -16,7 +16,7 @@ call with settings that need another engine (model, adapters, dtype, quantizatio
 sampling...) loads that engine, so each record's settings are the ones that made it.
 
 A script needs no `if __name__ == "__main__":` guard: the decoder processes (and vLLM's engine
-process) never run the caller's script again (video_io/workers.py main_script_hidden). Library
+process) never run the caller's script again (video_io/decoder_process.py main_script_hidden). Library
 output (vLLM, transformers) goes to `log` (default: <output>.log) unless `verbose=True`, only while
 the library runs: between records the caller's prints reach its terminal (caption/console.py
 quiet_steps). Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.

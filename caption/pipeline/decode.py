@@ -1,4 +1,4 @@
-"""The decode stage: the clips to caption as decoded clips (video_io.workers.DecodeResult: a clip's
+"""The decode stage: the clips to caption as decoded clips (video_io.decoder_process.DecodeResult: a clip's
 frames, or why it has none), in the order they finish. Where they decode is the runner's business:
 runner=local in this machine's decoder processes (video_io.workers.DecodePool.imap, a DecodeStream),
 runner=ray in decoder actors, whose results reach each engine actor as a batch (AllDecoded). Either

@@ -17,7 +17,7 @@ from caption.pipeline.record import Refusal, record_keys
 from caption.prompts import build_prompt
 from vidcap_ko_outputs.record import RecordKey
 from video_io.decode import Clip
-from video_io.workers import DecodeResult
+from video_io.decoder_process import DecodeResult
 
 if TYPE_CHECKING:
     from caption.config import JobConfig

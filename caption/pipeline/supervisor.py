@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
 from caption.outcome import EngineDied, EngineFailure
-from video_io.workers import main_script_hidden
+from video_io.decoder_process import main_script_hidden
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def load_engine(job: JobConfig) -> Engine:
     """The engine a planned job names, loaded from the plan's engine specification (a caller that keeps
     it passes it to run_job, e.g. the Python API across calls). vLLM may spawn its engine process: it
-    must not run the caller's script again (video_io/workers.py main_script_hidden)."""
+    must not run the caller's script again (video_io/decoder_process.py main_script_hidden)."""
     with main_script_hidden():
         if job.engine_spec is None:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")

@@ -11,8 +11,8 @@ HELD = "video.timeout_s=600"  # the job's override: a held decoder's clip is not
 
 
 def decoders_of(pid: int) -> list[int]:
-    """The decoder processes (video_io/workers.py names them) the job `pid` started."""
-    from video_io.workers import DECODER_PROCESS_NAME
+    """The decoder processes (video_io/decoder_process.py names them) the job `pid` started."""
+    from video_io.decoder_process import DECODER_PROCESS_NAME
 
     found = []
     for entry in os.listdir("/proc"):
@@ -32,9 +32,10 @@ def decoders_of(pid: int) -> list[int]:
 
 def hold_a_decoder(proc, timeout=120) -> int:
     """Stop (SIGSTOP) one of the job's decoder processes as soon as it has started (it takes its name once
-    it has told the job so: video_io/workers.py), which is before the engine has loaded and any clip was
-    handed out: the clip it is then given never comes back (the job runs with video.timeout_s=600), so
-    the job cannot finish before the test's signal lands, however fast it is."""
+    it has told the job so: video_io/decoder_process.py), which is before it can have sent a clip back:
+    the clip it holds or is given next never comes back (the job runs with video.timeout_s=600), so the
+    job cannot finish before the test's signal lands, however fast it is, as long as it has more clips
+    than decoders (a stopped decoder that had sent its one clip back is given the next)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         decoders = decoders_of(proc.pid)
