@@ -7,17 +7,18 @@ On a GPU the processor's pixel work (rescale, normalize, cut into patches) runs 
 (`engine.processor_device`: auto): the frames go there as uint8 and the pixel values come out equal to
 the CPU's, bit for bit. And (`engine.prepare_ahead`: auto) while one batch generates, a helper thread
 takes the next batch from the request stream and runs the processor on it, so the device does not wait
-for the CPU between batches. On one H100, 7B shape, 64 clips: with the processor on the CPU and no overlap the engine
-idled 12.8% of the job at 2.11 videos/s; with both, 3.9% at 2.41 videos/s (docs/benchmarks.md). The
-processor on the CPU beside `generate` had doubled the time per output token (20 -> 41 ms: its threads
-and the GIL against the launch loop), so the overlap paid only once that work moved to the GPU. On a
-CPU the helper prepares the next batch after `generate` returns: there the engine's threads use every
-core, and work beside them slowed the steps more than it saved. Batches are formed exactly as before
-(the same requests, in the same order), so the captions do not change. Which clips share a batch
-follows the order the decoders finish in, with or without this: on the H100 no batch of one run held
-the same clips as the other run's, and 24-26 of 64 random-weight bf16 captions differed between runs. Only one thread touches the
-request stream at a time: the helper while `generate` runs, and it is done before results go back to
-the job.
+for the CPU between batches. On one H100, 7B shape, 64 clips: with the processor on the CPU and no
+overlap the engine idled 12.8% of the job at 2.11 videos/s; with both, 3.9% at 2.41 videos/s
+(docs/benchmarks.md). The processor on the CPU beside `generate` had doubled the time per output token
+(20 -> 41 ms: its threads and the GIL against the launch loop), so the overlap paid only once that work
+moved to the GPU. On a CPU the helper prepares the next batch after `generate` returns: there the
+engine's threads use every core, and work beside them slowed the steps more than it saved.
+
+Batches are formed exactly as before (the same requests, in the same order), so the captions do not
+change. Which clips share a batch follows the order the decoders finish in, with or without this: on the
+H100 no batch of one run held the same clips as the other run's, and 24-26 of 64 random-weight bf16
+captions differed between runs. Only one thread touches the request stream at a time: the helper while
+`generate` runs, and it is done before results go back to the job.
 """
 
 from __future__ import annotations
