@@ -160,12 +160,14 @@ def test_ctrl_c_after_the_last_record_leaves_a_summary_that_says_so(tmp_path, sy
 def test_a_second_ctrl_c_exits_at_once(tmp_path, many_clips):
     out = tmp_path / "o.jsonl"
     proc = _start(tmp_path, f"input_dir={many_clips}", f"output={out}", "tasks=[caption,keywords,motion]", HELD)
-    hold_a_decoder(proc)
+    held = hold_a_decoder(proc)
     _wait_for_records(out, 1, proc)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)  # two signals at once reach Python's handler as one; a clean stop takes longer than this
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
+    os.kill(held, signal.SIGKILL)  # the job exited at once, without stopping its decoders: this one, stopped by
+    # the test, would outlive it (a running decoder ends when its pipe closes)
     assert proc.returncode == EXIT_INTERRUPTED and "interrupted again, exiting now" in stderr
     _records(out)  # what was written is whole lines
 
