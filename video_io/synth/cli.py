@@ -38,13 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=_positive, default=SynthSpec.n_frames, help="frames per clip")
     parser.add_argument("--size", type=_size, default=(SynthSpec.width, SynthSpec.height), help="WxH")
     parser.add_argument("--fps", type=_positive, default=SynthSpec.fps, help="frame rate")
+    parser.add_argument("--workers", type=_positive, default=1,
+                        help="processes making clips at once (the same bytes with any number)")
     args = parser.parse_args(argv)
 
     if args.frames < 2:
         parser.error("--frames must be at least 2: motion needs two frames")
     spec = SynthSpec(n_frames=args.frames, width=args.size[0], height=args.size[1], fps=args.fps)
     started = time.perf_counter()
-    refs = generate_dataset(args.out, args.n, args.seed, spec, start=args.start)
+    refs = generate_dataset(args.out, args.n, args.seed, spec, start=args.start, workers=args.workers)
     print(f"wrote {args.n} clips ({spec.n_frames} frames, {spec.width}x{spec.height}, {spec.fps} fps) "
           f"and {refs} in {time.perf_counter() - started:.1f}s")
     return 0
