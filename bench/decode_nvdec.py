@@ -30,6 +30,7 @@ import json
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 SIZES = {"360p": "640x360", "1080p": "1920x1080", "4k": "3840x2160"}
@@ -43,21 +44,30 @@ def clip_args(size: str, codec: str) -> list[str]:
     return ["--size", SIZES[size], "--seconds", str(SECONDS[size]), "--fps", "30", "--codec", codec, "--gop", "60"]
 
 
+@contextmanager
+def _nvdec_copying(copy_every_picture: bool):
+    """NVDEC as the job decodes (pictures left on the GPU), or copying every picture back as it comes
+    (video_io/nvdec.py KEEP_PICTURES_ON_GPU), for the length of the block."""
+    from video_io import nvdec
+
+    nvdec.KEEP_PICTURES_ON_GPU = not copy_every_picture
+    try:
+        yield
+    finally:
+        nvdec.KEEP_PICTURES_ON_GPU = True
+
+
 def seconds_per_clip(path: Path, backend: str, seek: str, repeat: int, copy_every_picture: bool = False) -> dict:
     """The job's decoding of one clip: the first call and the median of `repeat` after it.
     `copy_every_picture`: NVDEC copying each decoded picture back as it comes (video_io/nvdec.py)."""
-    from video_io import nvdec
     from video_io.decode import DecodeSpec, decode_clip
     from video_io.sampling import SamplingSpec
 
     spec = DecodeSpec(sampling=SamplingSpec(num_frames=FRAMES), max_pixels=JOB_BUDGET, size_multiple=28, seek=seek,
                       backend=backend)
-    nvdec.KEEP_PICTURES_ON_GPU = not copy_every_picture
-    try:
+    with _nvdec_copying(copy_every_picture):
         first = decode_clip(str(path), spec)
         runs = [decode_clip(str(path), spec) for _ in range(repeat)]
-    finally:
-        nvdec.KEEP_PICTURES_ON_GPU = True
     return {"first_s": round(first.decode_seconds, 4),
             "s_per_clip": round(statistics.median(c.decode_seconds for c in runs), 4), "decoder": runs[-1].backend}
 
@@ -72,11 +82,8 @@ def all_frames_fps(path: Path, threads: int | None = None, on_gpu: bool = False,
     if on_gpu:
         from video_io import nvdec
 
-        nvdec.KEEP_PICTURES_ON_GPU = not copy_every_picture
-        try:
+        with _nvdec_copying(copy_every_picture):
             hwaccel = nvdec.hwaccel()
-        finally:
-            nvdec.KEEP_PICTURES_ON_GPU = True
     with av.open(str(path), hwaccel=hwaccel) as container:
         stream = container.streams.video[0]
         if not on_gpu:
