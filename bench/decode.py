@@ -35,9 +35,10 @@ from pathlib import Path
 from bench.harness import best_of, write_results
 from caption.config import REPO_ROOT
 from caption_report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
-from video_io.decode import SEEK_MODES, DecodeSpec, decode_clip
+from video_io.decode import DecodeSpec, decode_clip
 from video_io.pyav_frames import decode_wanted, packet_index
 from video_io.sampling import SamplingSpec
+from video_io.seek import SEEK_MODES
 from video_io.thumbnails import read_frames, thumbnail_size
 
 EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)

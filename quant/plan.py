@@ -1,8 +1,9 @@
 """The plan: tier + model preset + quantization + engine -> engine settings, and whether it fits.
 
-Made before anything loads. Impossible combinations raise PlanError (quant.rules); a combination that
-is possible but does not fit in memory comes back with `fits=False` and reasons saying what to change
-(`Plan.raise_if_unfit()` turns that into a PlanError for the job).
+Made before anything loads, from one request's size (quant/request.py). Impossible combinations raise
+PlanError (quant.rules); a combination that is possible but does not fit in memory comes back with
+`fits=False` and reasons saying what to change (`Plan.raise_if_unfit()` turns that into a PlanError for
+the job).
 
 Memory model (GPU): vLLM may use `total x gpu_memory_utilization`. From that come the weights
 (quant.memory.weight_bytes), a reserve, and what is left is KV cache. The reserve is an assumption:
@@ -29,24 +30,19 @@ from quant.memory import (
     arch_kv_bytes_per_token,
     cap_utilization,
     dtype_bytes,
-    frame_sizes_within,
-    kept_video_tokens,
     kv_bytes,
     logits_bytes,
-    video_text_tokens,
     vision_activation_bytes,
-    vision_tokens,
     weight_bytes,
 )
 from quant.parallel import choose_tensor_parallel
+from quant.request import PROMPT_TEXT_TOKENS, Request, check_model_keys, model_arch, request_size
 from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine, resolve_quant
-from quant.schema import ModelSchema, preset_values
 from quant.tiers import Tier
 
 OVERHEAD_GIB = 1.0
 CUDA_GRAPH_GIB = 0.5
 MAX_MODEL_LEN_STEP = 256        # max_model_len is rounded up to this when the planner picks it
-REQUIRED_ARCH = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size")
 
 
 @dataclass
@@ -94,66 +90,6 @@ class Plan:
         return self
 
 
-# Tokens of a request's text: the Korean system prompt, the longest instruction and the chat template
-# (caption/prompts.py) come to about 60 in the Qwen tokenizers; 80 leaves room for a family's extra
-# markers. Only memory sizing reads it.
-PROMPT_TEXT_TOKENS = 80
-
-
-def check_model_keys(model: dict) -> None:
-    """A model preset (conf/model/*.yaml, or one caption-make-model writes) sets every required key of
-    quant/schema.py ModelSchema and may set the optional ones; anything else is a typo the planner would
-    silently ignore. Its `arch:` block must hold the numbers the planner counts with."""
-    _arch(model)  # its own message: which architecture numbers to add
-    preset_values(ModelSchema, "model", model)
-
-
-def _arch(model: dict) -> dict:
-    arch = model.get("arch")
-    if not arch:
-        raise PlanError(f"model preset {model.get('name', '?')!r} has no `arch:` block (layers, heads, vision "
-                        "sizes): add one to its conf/model yaml (docs/tiers.md lists the keys)")
-    missing = [key for key in REQUIRED_ARCH if arch.get(key) is None]
-    if missing:
-        raise PlanError(f"`model.arch` of {model.get('name', '?')!r} lacks {', '.join(missing)}: copy them from "
-                        "the checkpoint's config.json")
-    return arch
-
-
-def _clip(video: dict | None, model: dict) -> tuple[int, int | None, int | None, int | None, int]:
-    """(frames, width, height, max_pixels, multiple): an exact frame size, or (width and height None)
-    a pixel budget per frame within which each clip keeps its aspect ratio (video_io/sizing.py)."""
-    video = video or {}
-    frames = video.get("frames") or video.get("num_frames") or model.get("frames")
-    multiple = int(video.get("size_multiple") or get_family(str(model.get("family"))).size_multiple(_arch(model)))
-    width, height = video.get("width"), video.get("height")
-    if frames and width and height:
-        return int(frames), int(width), int(height), None, multiple
-    budget = video.get("max_pixels") or model.get("frame_pixels")
-    if not budget and model.get("frame_width") and model.get("frame_height"):
-        budget = int(model["frame_width"]) * int(model["frame_height"])
-    if not (frames and budget):
-        raise PlanError("the clip size is unknown: set `video.num_frames` and `video.max_pixels` (or an exact "
-                        "`video.width` and `video.height`; or model.frames / frame_pixels)")
-    return int(frames), None, None, int(budget), multiple
-
-
-def clip_vision_tokens(family: str, arch: dict, frames: int, width: int | None, height: int | None,
-                       max_pixels: int | None, multiple: int) -> tuple[int, str | None]:
-    """(video tokens per clip, note). With a budget instead of an exact size, each clip's frames
-    keep its aspect ratio, so the size differs per clip: the count is the worst case over every
-    size the budget allows (the processor may resize small frames up), and the note says so."""
-    if width and height:
-        return vision_tokens(family, arch, frames, width, height), None
-    worst, size = 0, None
-    for h, w in frame_sizes_within(multiple, max_pixels):
-        tokens = vision_tokens(family, arch, frames, w, h)
-        if tokens > worst:
-            worst, size = tokens, (w, h)
-    return worst, (f"video tokens per clip: {worst}, the worst case over frame sizes within {max_pixels} pixels "
-                   f"in multiples of {multiple} (aspect ratio kept per clip; {size[0]}x{size[1]} frames)")
-
-
 def _round_up(n: int, step: int) -> int:
     return math.ceil(n / step) * step
 
@@ -191,18 +127,6 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, v
 
 
 @dataclass
-class _Request:
-    """One request's size: its tokens, its video tokens (kept, and all the vision encoder sees), the
-    model's context, how the count was reached."""
-    need: int
-    video_tokens: int
-    encoded_video_tokens: int
-    prune_rate: float                   # video.prune_rate: the share of video tokens vLLM drops (0: none)
-    context: int | None
-    notes: list[str]
-
-
-@dataclass
 class _Sizes:
     """Per GPU: the weights (total, lm, vision), KV bytes per token and per request, activation width."""
     weights: dict
@@ -224,7 +148,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
              prompt_text_tokens: int, device_vram_gib: float | None, cap_to_tier: bool | None, tp: int) -> Plan:
     """The plan for engines of `tp` GPUs each; memory figures are per GPU."""
     engine, engine_reason = resolve_engine(engine, quant, model, tier)
-    arch, family = _arch(model), str(model.get("family"))
+    arch, family = model_arch(model), str(model.get("family"))
     choice = resolve_quant(quant, model, tier, engine)
     warnings = check_combination(model, engine, choice, tier)
     dtype, dtype_warnings = plan_dtype(model, tier, choice, engine)
@@ -265,43 +189,6 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     )
 
 
-def request_size(model: dict, video: dict | None, family: str, arch: dict, engine: str, max_new_tokens: int,
-                 prompt_text_tokens: int) -> _Request:
-    """A request's tokens: prompt text + the clip's video tokens (the worst case over the sizes a pixel
-    budget allows) + the text the processor adds around them + the caption."""
-    frames, width, height, max_pixels, multiple = _clip(video, model)
-    try:
-        encoded, size_note = clip_vision_tokens(family, arch, frames, width, height, max_pixels, multiple)
-    except ValueError as exc:
-        raise PlanError(f"`video`: {exc}") from None
-    notes = [size_note] if size_note else []
-    rate = float((video or {}).get("prune_rate") or 0)
-    video_tokens = _pruned(family, arch, frames, encoded, rate, engine, notes)
-    need = prompt_text_tokens + video_tokens + video_text_tokens(family, arch, frames) + max_new_tokens
-    return _Request(need, video_tokens, encoded, rate, arch.get("max_position_embeddings"), notes)
-
-
-def _pruned(family: str, arch: dict, frames: int, tokens: int, rate: float, engine: str, notes: list[str]) -> int:
-    """The video tokens a request keeps at `video.prune_rate`: the KV cache and the context hold only
-    those; the vision encoder still sees them all."""
-    if not 0 <= rate < 1:
-        raise PlanError(f"`video.prune_rate={rate:g}` must be in [0, 1): the share of video tokens dropped "
-                        "(0: none)")
-    if rate == 0:
-        return tokens
-    if engine != "vllm":
-        raise PlanError(f"`video.prune_rate={rate:g}` runs on engine=vllm: transformers' generate has no video-token "
-                        "pruning for these families; use engine=vllm (or auto), or video.prune_rate=0")
-    groups = get_family(family).temporal_groups
-    if groups is None:
-        raise PlanError(f"`video.prune_rate={rate:g}`: vLLM 0.32 cannot prune {family}'s video tokens (EVS "
-                        "runs in the Qwen2.5-VL and Qwen3-VL families only): set video.prune_rate=0")
-    kept = kept_video_tokens(tokens, groups(arch, frames), rate)
-    notes.append(f"video.prune_rate={rate:g}: {kept} of {tokens} video tokens kept per clip (vLLM's EVS keeps "
-                 "the first frames' tokens and those that changed most)")
-    return kept
-
-
 def _sizes(family: str, arch: dict, dtype: str, choice, tier: Tier, tp: int, need: int) -> _Sizes:
     """Weights and KV cache per GPU: each of `tp` GPUs holds 1/tp of the weights and its share of the KV
     heads (replicated below one per GPU)."""
@@ -316,7 +203,7 @@ def _sizes(family: str, arch: dict, dtype: str, choice, tier: Tier, tp: int, nee
     return _Sizes(weights, kv_tok, kv_bytes(kv_tok, need, block=tier.block_size), dtype_bytes(dtype))
 
 
-def _model_len(model: dict, request: _Request, warnings: list[str]) -> int:
+def _model_len(model: dict, request: Request, warnings: list[str]) -> int:
     """max_model_len: the preset's, unless a request would not fit in it; never past the model's context."""
     max_len = int(model.get("max_model_len") or 0)
     if max_len < request.need:
@@ -384,7 +271,7 @@ def _budget(tier: Tier, engine: str, arch: dict, sizes: _Sizes, video_tokens: in
     return _Budget(batched, budget, reserve, budget - weights - reserve)
 
 
-def _fit_model_len(tier: Tier, engine: str, arch: dict, sizes: _Sizes, request: _Request, util, total_gib,
+def _fit_model_len(tier: Tier, engine: str, arch: dict, sizes: _Sizes, request: Request, util, total_gib,
                    max_len: int, warnings: list[str]) -> tuple[int, _Budget, float]:
     """(max_model_len, budget, bytes per request): max_model_len lowered where one sequence of it would
     not fit vLLM's KV cache (vLLM checks at start-up); on transformers a request also holds its prefill
@@ -408,7 +295,7 @@ def _fit_model_len(tier: Tier, engine: str, arch: dict, sizes: _Sizes, request: 
 
 
 def _fits(model: dict, tier: Tier, engine: str, arch: dict, family: str, dtype: str, choice, tp: int,
-          request: _Request, sizes: _Sizes, budget: _Budget, per_seq: float, seqs: int | None, util,
+          request: Request, sizes: _Sizes, budget: _Budget, per_seq: float, seqs: int | None, util,
           total_gib) -> tuple[bool, list[str]]:
     """(fits, why not): the request within the model's context, the weights within the budget, at least
     one request within the KV budget."""
@@ -442,7 +329,7 @@ def _fits(model: dict, tier: Tier, engine: str, arch: dict, family: str, dtype: 
     return fits, reasons
 
 
-def _fit_words(tier: Tier, engine: str, tp: int, request: _Request, sizes: _Sizes, budget: _Budget,
+def _fit_words(tier: Tier, engine: str, tp: int, request: Request, sizes: _Sizes, budget: _Budget,
                per_seq: float, seqs: int | None, max_num_seqs: int) -> list[str]:
     """How a plan that fits fits, in one line."""
     weights, need = sizes.weights["total"], request.need

@@ -13,16 +13,8 @@ FFmpeg filter graph, PyAV per frame), so a 4K clip never has a stack of full-siz
 memory. The size keeps the clip's aspect ratio (video_io/sizing.py) unless an exact width and
 height are asked for. Every Clip that leaves this module has checked metadata (Clip.__post_init__).
 
-Seek modes (DecodeSpec.seek): "exact" decodes the frame nearest each sampled time (the centre of
-its segment: video_io/sampling.py cuts the clip in equal time segments, one frame each), starting
-from the keyframe before it; "keyframe" takes the keyframe nearest each sampled time instead (one
-frame decoded per sample, nothing else); "auto" (the default) takes from each segment the frame
-cheapest to decode: the segment's keyframe nearest the sampled time when it has one, else the
-segment's first frame (decoded from the keyframe before it up to the segment, not to its centre),
-and spreads neighbours closer than a quarter of a segment (spread_neighbours). Every frame then stays in its
-own segment, in order, at most half a segment from the exact sample;
-a record's `seek` says "keyframe" (all were keyframes), "nearby" (some were not) or "exact"
-(a segment held no frame of its own: more samples than frames).
+Seek modes (DecodeSpec.seek, video_io/seek.py): "exact", "keyframe" and "auto" (the default); a
+record's `seek` says which frames it got.
 """
 
 from __future__ import annotations
@@ -34,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from video_io.pyav_frames import decode_counters, decode_sampled, packet_index
-from video_io.sampling import TIE_S, SamplingSpec, sample_indices, segment_edges
+from video_io.sampling import TIE_S, SamplingSpec
+from video_io.seek import SEEK_MODES, pick_frames
 from video_io.sizing import fit_size
 from video_io.source import DecodeError, Probe, Source, first_video_stream, library_reason, open_source, probe
 from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
@@ -42,7 +35,6 @@ from video_io.timing import MAX_FPS, MIN_FPS, clip_timing
 __all__ = ["BACKENDS", "Clip", "DecodeError", "DecodeSpec", "decode_clip"]
 
 BACKENDS = ("decord", "pyav", "auto", "nvdec")
-SEEK_MODES = ("auto", "keyframe", "exact")
 # Codecs decord (decord2 3.4) seeks exactly in. Measured here: HEVC and MPEG-4 Part 2 with
 # B-frames returned neighbouring frames (index 251 gave 252, 299 gave 252); video_io/thumbnails.py
 # sends those to PyAV.
@@ -162,108 +154,6 @@ def _coded_size(spec: DecodeSpec, rotation: int, coded_w: int, coded_h: int) -> 
     return (size[1], size[0]) if turned else size
 
 
-def _pick(times: np.ndarray, key_indices: list[int], spec: DecodeSpec) -> tuple[list[int], str, str | None]:
-    """(indices, seek mode used, note) for frames starting at `times` whose keyframes are `key_indices`."""
-    span = _span(times)
-    exact = sample_indices(times, span, spec.sampling, spec.window)
-    if spec.seek == "exact" or not key_indices or len(times) < 2:
-        return exact, "exact", None
-    keys = np.asarray(sorted(key_indices))
-    if spec.window is not None:  # another shot's keyframe is not this segment's frame
-        keys = keys[(times[keys] >= spec.window[0] - TIE_S) & (times[keys] < spec.window[1])]
-        if not len(keys):
-            return exact, "exact", None
-    spacing = (spec.window[1] - spec.window[0] if spec.window else span) / max(1, len(exact))
-    if spec.seek == "auto":
-        edges = segment_edges(times, span, spec.sampling, spec.window)
-        picked = _in_segments(times, keys, exact, edges)
-        if picked is None:
-            return exact, "exact", None
-        picked = spread_neighbours(times, keys, picked, edges)
-    else:
-        picked = _nearest_keyframes(times, keys, exact)
-    off = float(np.max(np.abs(times[picked] - times[exact])))
-    key_set = set(keys.tolist())
-    if set(picked) <= key_set:
-        return picked, "keyframe", (f"keyframe seek: the nearest keyframe to each sampled time (at most "
-                                    f"{off:.3f} s from it; samples {spacing:.3f} s apart)")
-    found = sum(i in key_set for i in picked)
-    return picked, "nearby", (f"nearby seek: {found} of {len(picked)} frames are keyframes, the others near "
-                              f"their segment's start, decoded on from the keyframe before them (at most "
-                              f"{off:.3f} s from the exact sample; samples {spacing:.3f} s apart)")
-
-
-def _nearest_keyframes(times: np.ndarray, keys: np.ndarray, exact: list[int]) -> list[int]:
-    """The keyframe nearest each exact sample (ties: the earlier)."""
-    if len(keys) == 1:
-        return [int(keys[0])] * len(exact)
-    key_times, targets = times[keys], times[exact]
-    right = np.clip(np.searchsorted(key_times, targets), 1, len(keys) - 1)
-    left = right - 1
-    nearer_left = targets - key_times[left] <= key_times[right] - targets + TIE_S
-    return [int(i) for i in np.where(nearer_left, keys[left], keys[right])]
-
-
-def _in_segments(times: np.ndarray, keys: np.ndarray, exact: list[int], edges: np.ndarray) -> list[int] | None:
-    """seek=auto: one frame from each sampling segment (the exact sample is its centre), the cheapest to
-    decode: the keyframe of the segment nearest the exact sample (one packet), else the segment's first
-    frame (decoded from the keyframe before it, up to the segment only). None when a segment holds no
-    frame of its own (more samples than frames): the exact frames are the only choice then."""
-    picked: list[int] = []
-    for segment, target in enumerate(exact):
-        first = int(np.searchsorted(times, edges[segment] - TIE_S))
-        end = int(np.searchsorted(times, edges[segment + 1] - TIE_S))  # the next segment's first frame
-        inside = keys[(keys >= first) & (keys < end)]
-        if len(inside):
-            off = np.abs(times[inside] - times[target])
-            choice = int(inside[np.argmax(off <= off.min() + TIE_S)])  # ties: the earlier
-        else:
-            choice = first
-        if first >= end or (picked and choice <= picked[-1]):
-            return None
-        picked.append(choice)
-    return picked
-
-
-MIN_GAP = 0.25  # seek=auto: neighbouring frames at least this fraction of the segment width apart
-
-
-def spread_neighbours(times: np.ndarray, keys: np.ndarray, picked: list[int], edges: np.ndarray) -> list[int]:
-    """seek=auto's picks, with no two neighbours closer than MIN_GAP x the segment width.
-
-    The cheapest frame of each segment crowds its neighbour where a segment's keyframe sits at its end
-    and the next segment has none (that one's first frame comes right after: frames 187 and 188 of a
-    phone clip). A crowded pair is spread, cheapest first: another keyframe of either segment (one packet,
-    as the one it replaces), else a later frame of the second segment (decoded on from the keyframe
-    before it: a few frames more, only for this pair). Every frame stays in its own segment."""
-    gap = MIN_GAP * float(edges[1] - edges[0])
-    picked = list(picked)
-
-    def clear(i: int, frame: int) -> bool:  # frame, as segment i's pick, keeps its distance from both neighbours
-        return ((i == 0 or times[frame] - times[picked[i - 1]] >= gap - TIE_S)
-                and (i == len(picked) - 1 or times[picked[i + 1]] - times[frame] >= gap - TIE_S))
-
-    def segment(i: int) -> tuple[int, int]:
-        return int(np.searchsorted(times, edges[i] - TIE_S)), int(np.searchsorted(times, edges[i + 1] - TIE_S))
-
-    for i in range(1, len(picked)):
-        if times[picked[i]] - times[picked[i - 1]] >= gap - TIE_S:
-            continue
-        centre = [(edges[j] + edges[j + 1]) / 2 for j in (i - 1, i)]
-        options = [(abs(times[k] - centre[j - i + 1]), j, int(k)) for j in (i - 1, i)
-                   for k in keys[(keys >= segment(j)[0]) & (keys < segment(j)[1])] if k != picked[j]]
-        fits = sorted(o for o in options if clear(o[1], o[2]))
-        if fits:
-            _, j, frame = fits[0]
-            picked[j] = frame
-            continue
-        first, end = segment(i)
-        later = int(np.searchsorted(times, times[picked[i - 1]] + gap - TIE_S))
-        if first <= later < end and clear(i, later):
-            picked[i] = later
-    return picked
-
-
 @dataclass
 class _Decoded:
     frames: np.ndarray
@@ -296,7 +186,7 @@ def _decord(source: Source, spec: DecodeSpec, info: Probe | None) -> _Decoded:
         if len(times) > 1 and not np.all(np.diff(times) > 0):
             raise DecodeError("decord: frame timestamps are not increasing")
         keys = [int(k) for k in reader.get_key_indices()] if spec.seek != "exact" else []
-        indices, seek, note = _pick(times, keys, spec)
+        indices, seek, note = pick_frames(times, keys, spec.sampling, spec.window, spec.seek)
         frames = reader.get_batch(indices).asnumpy()
         del reader
     except DecodeError:
@@ -304,13 +194,6 @@ def _decord(source: Source, spec: DecodeSpec, info: Probe | None) -> _Decoded:
     except Exception as exc:  # decord raises DECORDError / RuntimeError with FFmpeg's message
         raise DecodeError(library_reason(exc, "decord")) from None
     return _Decoded(frames, indices, times, fps, notes=[note] if note else [], seek=seek)
-
-
-def _span(times: np.ndarray) -> float:
-    """Start of the first frame to the end of the last (one typical frame step after its start)."""
-    if len(times) < 2:
-        return 0.0
-    return float(times[-1] - times[0] + np.median(np.diff(times)))
 
 
 def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
@@ -329,7 +212,8 @@ def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
         raise DecodeError(f"the video stream has no usable time base ({base!r}): damaged header")
     times = (np.asarray(pts, dtype=np.float64) - pts[0]) * base
     index_of = {p: i for i, p in enumerate(pts)}
-    indices, seek, note = _pick(times, [index_of[k] for k in key_list if k in index_of], spec)
+    indices, seek, note = pick_frames(times, [index_of[k] for k in key_list if k in index_of], spec.sampling, spec.window,
+                                     spec.seek)
     wanted = sorted({pts[i] for i in indices})
     stats = decode_counters()
     images, rotation, rejected = decode_sampled(source.uri, lambda turn, w, h: _coded_size(spec, turn, w, h),

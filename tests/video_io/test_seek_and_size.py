@@ -11,11 +11,12 @@ import pytest
 
 from families import get_family
 from quant.memory import vision_tokens
-from quant.plan import clip_vision_tokens
+from quant.request import clip_vision_tokens
 from tests.video_io.clipmakers import read_code, write_clip
-from video_io import decode
-from video_io.decode import MIN_GAP, DecodeSpec, decode_clip
+from video_io import seek as seek_modes
+from video_io.decode import DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec
+from video_io.seek import MIN_GAP
 from video_io.sizing import fit_size
 
 EIGHT_FRAMES = SamplingSpec(num_frames=8)  # frames are the caller's (no default in video_io)
@@ -153,7 +154,7 @@ def test_auto_spreads_frames_a_keyframe_at_a_segments_end_would_crowd(tmp_path, 
     assert all(width * k <= i < width * (k + 1) for k, i in enumerate(got.indices))  # each in its own segment
     # the cost of the spread: one keyframe and the frames from 188 to 195, nothing else (9 -> 15 frames
     # decoded here; exact takes 51); clips whose cheapest frames do not crowd are decoded as before
-    monkeypatch.setattr(decode, "spread_neighbours", lambda times, keys, picked, edges: picked)
+    monkeypatch.setattr(seek_modes, "spread_neighbours", lambda times, keys, picked, edges: picked)
     before = decode_clip(str(path), _spec("pyav", "auto"))
     assert before.indices == [30, 32, 76, 103, 137, 187, 188, 242]
     assert got.decode_stats["decoded"] - before.decode_stats["decoded"] <= 1 + (195 - 188)
