@@ -94,24 +94,44 @@ def vllm_server(job: JobConfig, served: str, cpus: set[int], log: Path):
                "--max-model-len", str(plan["max_model_len"]), "--dtype", plan["dtype"],
                "--block-size", str(plan["block_size"]), "--max-num-seqs", str(plan["max_num_seqs"]),
                *(["--enforce-eager"] if plan["enforce_eager"] else []), "--trust-request-mm-kwargs"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        import httpx
+        with server_process(command, env, log, url, start_s=600, preexec_fn=lambda: os.sched_setaffinity(0, cpus)):
+            yield url
+    except ServerDidNotStart as exc:
+        raise SystemExit(f"the vLLM server did not start: {exc}") from None
 
-        deadline = time.monotonic() + 600
+
+class ServerDidNotStart(RuntimeError):
+    """The server process exited, or did not answer in time; the message ends with its log's tail."""
+
+
+@contextmanager
+def server_process(command: list[str], env: dict, log: Path, url: str, *, start_s: float,
+                   headers: dict | None = None, preexec_fn=None):
+    """An OpenAI-compatible server started by `command` in its own process group, its output in `log`;
+    the process once `url`/models answers. Stopped on leaving, even on failure: SIGTERM to the group,
+    SIGKILL after 30 s (vLLM's engine core is a child process)."""
+    import httpx
+
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=preexec_fn)
+    try:
+        deadline = time.monotonic() + start_s
         while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the vLLM server did not start: {log.read_text(errors='replace')[-3000:]}")
+            if proc.poll() is not None:
+                raise ServerDidNotStart(f"it exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
+            if time.monotonic() > deadline:
+                raise ServerDidNotStart(f"no answer in {start_s:g} s: "
+                                   f"{log.read_text(errors='replace')[-3000:]}")
             try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/models", timeout=2, headers=headers).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             time.sleep(1)
-        yield url
+        yield proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server import server_process
 from caption.config import REPO_ROOT
 from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
 
@@ -70,28 +70,9 @@ def vllm_server(tmp_path_factory, model_dir):
                # one LoRA slot to spare: vLLM's CPU LoRA ops read a base-model request's index -1 as the
                # last slot (caption/engines/vllm_engine.py engine_args; docs/server.md)
                "--enable-lora", "--max-loras", "2", "--lora-modules", f"detailed={ADAPTER}"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, f"the server exited {process.returncode}: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"the server did not start in 300 s: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2,
-                             headers={"Authorization": f"Bearer {KEY}"}).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
+    url = f"http://127.0.0.1:{port}/v1"
+    with server_process(command, env, log, url, start_s=300, headers={"Authorization": f"Bearer {KEY}"}) as process:
         yield Server(port, process, log)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def _clips(folder: Path, synth_dir: Path, n: int) -> Path:
