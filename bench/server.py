@@ -133,12 +133,20 @@ def server_process(command: list[str], env: dict, log: Path, url: str, *, start_
             time.sleep(1)
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    """Signal what is left of a process group; a group whose every process has exited is done with."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def request_bodies(job: JobConfig, decoded, model: str) -> list[tuple[str, bytes]]:
