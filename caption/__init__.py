@@ -4,7 +4,7 @@ The names load on first use: `caption` (the command) imports this package before
 are in place, so nothing heavy is imported here.
 """
 
-__all__ = ["Captioner", "ConfigError", "OutputBusy", "OutputRefused", "caption_folder"]
+__all__ = ["Captioner", "ConfigError", "EngineDidNotLoad", "OutputBusy", "OutputRefused", "caption_folder"]
 
 
 def __getattr__(name: str):
@@ -20,6 +20,10 @@ def __getattr__(name: str):
         from caption.records import OutputRefused
 
         return OutputRefused
+    if name == "EngineDidNotLoad":  # the model did not load: its folder and the library's reason
+        from caption.outcome import EngineDidNotLoad
+
+        return EngineDidNotLoad
     if name == "OutputBusy":  # another job writes the output
         from caption.output_lock import OutputBusy
 

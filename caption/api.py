@@ -189,7 +189,7 @@ class Captioner:
         model, dtype, quantization, adapters, engine options, sampling, ...) is this call's, else a new one,
         the old one closed first. None where the job loads none here (runner=ray, plan_only)."""
         from caption.job import check_outputs
-        from caption.pipeline.supervisor import load_engine
+        from caption.pipeline.supervisor import load_engine_or_say_why
         from caption.planning import load_planned_job
 
         job = load_planned_job(cfg)
@@ -203,7 +203,7 @@ class Captioner:
         if self.engine is not None and self._engine_spec == job.engine_spec:
             return self.engine
         self._close_engine()
-        self.engine = load_engine(job)
+        self.engine = load_engine_or_say_why(job)  # EngineDidNotLoad: the model's folder and why
         self._engine_spec = job.engine_spec
         return self.engine
 

@@ -30,6 +30,11 @@ class Console:
     def err(self):
         return self._streams[1] if self._streams else sys.stderr
 
+    @property
+    def quiet_log(self) -> Path | None:
+        """The log fds 1 and 2 write to now; None while they reach the terminal."""
+        return self.log_path if self._saved is not None else None
+
     def quiet(self, log_path: Path, lines_to_terminal: bool = True) -> None:
         """From now on fds 1 and 2 write to `log_path`; `err` still reaches the terminal, and `out` too
         unless `lines_to_terminal` is false (the Python API: the plan and summary go to the log)."""

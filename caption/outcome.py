@@ -64,6 +64,12 @@ class EngineDied(Exception):
     """The engine failed more often than the job may restart it; the message says why and what to try."""
 
 
+class EngineDidNotLoad(EngineDied):
+    """The engine could not load its model at the job's start (a damaged weights file, a model type the
+    installed transformers does not know, memory): nothing was captioned, and running again changes
+    nothing until what the message names is mended."""
+
+
 class FailFast(Exception):
     """fail_fast=true and a record came out as an error."""
 
@@ -81,7 +87,8 @@ def stops_recorded(tally):
         except (JobInterrupted, KeyboardInterrupt):  # KeyboardInterrupt: the Python API, without our handler
             tally.stopped = "interrupted"
         except EngineDied as exc:
-            tally.stopped, tally.stop_reason = "engine died", str(exc)
+            tally.stopped = "engine did not load" if isinstance(exc, EngineDidNotLoad) else "engine died"
+            tally.stop_reason = str(exc)
         except FailFast:
             tally.stopped = "fail_fast"
         except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
@@ -98,7 +105,7 @@ def exit_status(summary: dict) -> int:
     stopped = summary.get("stopped")
     if stopped == "interrupted":
         return EXIT_INTERRUPTED
-    if stopped == "engine died":
+    if stopped in ("engine died", "engine did not load"):
         return EXIT_ENGINE_DIED
     if stopped == "write failed":
         return EXIT_WRITE_FAILED

@@ -55,8 +55,10 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
     _print_failures(summary["failures"], "failed (their records have status=error)", path, out)
     _print_failures(summary.get("failures_earlier") or [], "failed in earlier runs and were not run again", path, out)
     if summary.get("stopped"):
+        again = ("the same command resumes once the model loads (why it did not: the last line)"
+                 if summary["stopped"] == "engine did not load" else "run the same command again to resume")
         print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
-              "run the same command again to resume", file=out)
+              f"{again}", file=out)
     print(f"  summary saved to {path}" if saved else f"  summary NOT saved: {path} could not be written", file=out)
     if console.log_path is not None:
         print(f"  full log: {console.log_path}", file=out)

@@ -6,7 +6,8 @@
     2    a bad config, or an `output` / summary file the job refuses to write; nothing ran
     3    the job finished, but some records are errors (or fail_fast stopped it at the first one), this
          run's or earlier runs' that it did not run again (retry_errors=true does)
-    4    the inference engine died and could not be restarted; records written so far stay valid
+    4    the inference engine did not load its model (the message says why), or died and could not be
+         restarted; records written so far stay valid
     5    a file the job writes could not be written (disk full, read-only filesystem, permission
          denied, I/O error): the message names it; records written so far stay whole, re-run to resume
     6    another job is writing the same output (its pid, host and start are named); nothing ran

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
-from caption.outcome import EngineDied, EngineFailure
+from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure
 from video_io.decoder_process import main_script_hidden
 
 if TYPE_CHECKING:
@@ -24,13 +26,44 @@ def load_engine(job: JobConfig) -> Engine:
         return build_engine(job.engine_spec)
 
 
+def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidNotLoad,
+                           trace_at: str | None = None) -> Engine:
+    """load_engine, or `failed` saying in one line why the model did not load (a damaged or incomplete
+    weights file, a model type the installed transformers does not know, memory): the job then ends with
+    its summary and exit status 4, not as a bug. The traceback goes to sys.stderr, which is the job's log
+    while the terminal is quiet (caption/console.py); `trace_at` says where it lands when that is elsewhere
+    (a Ray actor's output, which Ray passes on to the job's log)."""
+    try:
+        return load_engine(job)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        raise failed(_load_failed_message(job, exc, trace_at)) from None
+
+
+def _load_failed_message(job: JobConfig, exc: Exception, trace_at: str | None) -> str:
+    from caption.console import console
+
+    cause = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the library's message
+    cause = cause if len(cause) <= 600 else cause[:600] + "..."
+    trace_at = trace_at or (str(console.quiet_log) if console.quiet_log is not None else None)
+    trace = f"the traceback is in {trace_at}" if trace_at else "the traceback is above"
+    server = job.planned().server
+    if server is not None:
+        return (f"the server engine could not start: {cause} ({trace}): check that engine.base_url "
+                f"({server.get('base_url')}) answers")
+    path = job.engine_spec.model_path if job.engine_spec is not None else job.model.path
+    return (f"the {job.engine} engine could not load the model {path}: {cause} ({trace}): check that folder "
+            "(config.json, and every weights file whole) and model.path, or make the checkpoint again")
+
+
 class EngineSupervisor:
     """Owns the engine for one job: loads it, and restarts it when it breaks mid-run (at most
     `engine.max_restarts` times), handing the new engine the requests the old one had not started.
-    An engine passed in by the caller is used as it is and never restarted or closed."""
+    An engine passed in by the caller is used as it is and never restarted or closed. `trace_at`: where
+    a load's traceback lands, when not in the job's log (load_engine_or_say_why)."""
 
-    def __init__(self, job: JobConfig, engine: Engine | None = None):
-        self.job, self.owned = job, engine is None
+    def __init__(self, job: JobConfig, engine: Engine | None = None, trace_at: str | None = None):
+        self.job, self.owned, self.trace_at = job, engine is None, trace_at
         self.engine: Engine | None = engine
         self.restarts = 0
 
@@ -40,7 +73,7 @@ class EngineSupervisor:
     def _running(self) -> Engine:
         """The engine, loaded first if it is not yet."""
         if self.engine is None:
-            self.engine = load_engine(self.job)
+            self.engine = load_engine_or_say_why(self.job, trace_at=self.trace_at)
         return self.engine
 
     def run(self, requests: Iterable[Request], tally: JobTally) -> Iterator[Result]:
@@ -56,7 +89,8 @@ class EngineSupervisor:
                 self.restarts += 1
                 tally.engine_restarts = self.restarts
                 self._running().close()
-                self.engine = load_engine(self.job)
+                self.engine = None  # a restart that does not load: the engine died (EngineDied)
+                self.engine = load_engine_or_say_why(self.job, EngineDied, self.trace_at)
                 stream.prepend(failure.unsubmitted)
 
     def _died_message(self, failure: EngineFailure) -> str:

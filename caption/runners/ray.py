@@ -32,12 +32,14 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from caption.config import JobConfig
+from caption.outcome import EngineDidNotLoad, EngineDied
 from caption.pipeline.record import error_records, record_keys
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
 
 if TYPE_CHECKING:
     from caption.pipeline.supervisor import EngineSupervisor
     from caption.runners.base import Todo
+    from caption.summary import JobTally
 
 
 class RayRunner:
@@ -86,6 +88,8 @@ class RayRunner:
                     return
                 self.passes = attempt + 1
                 for row in self._dataset(pending, store).iter_rows():
+                    if row["did_not_load"]:  # the same model on every actor: the job cannot go on
+                        raise EngineDidNotLoad(str(row["did_not_load"]))
                     tally.decode_s += float(row["decode_s"])
                     tally.scan_s += float(row["scan_s"])
                     tally.engine_failures += json.loads(row["engine_failures"])
@@ -194,7 +198,6 @@ class _CaptionActor:
         self.name = f"{socket.gethostname()} pid {os.getpid()}"
 
     def __call__(self, batch: dict) -> dict:
-        from caption.outcome import EngineDied
         from caption.pipeline import caption_clips
         from caption.pipeline.decode import AllDecoded
         from caption.pipeline.supervisor import EngineSupervisor
@@ -203,8 +206,12 @@ class _CaptionActor:
         if self.supervisor is None:  # in the thread that runs every batch (class docstring)
             if self.cores is not None:  # the cores this thread, and so the engine, really runs on
                 self.name += f" cores {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
-            self.supervisor = EngineSupervisor(self.job)
-            self.supervisor.start()
+            supervisor = EngineSupervisor(self.job, trace_at=f"the job's log, from the engine actor {self.name}")
+            try:
+                supervisor.start()
+            except EngineDidNotLoad as exc:  # the driver stops the job with this line (RayRunner.records)
+                return self._row([], JobTally(), did_not_load=str(exc))
+            self.supervisor = supervisor
 
         decoded = [pickle.loads(b) for b in batch["decoded"]]
         keys = {d.path: str(key) for d, key in zip(decoded, batch["key"])}
@@ -217,6 +224,13 @@ class _CaptionActor:
             # this actor's engine is gone for good: end the process, Ray starts a fresh actor and the
             # driver retries the batch's clips in its next pass
             os._exit(1)
+        return self._row(records, tally)
+
+    def _row(self, records: list[dict], tally: JobTally, did_not_load: str = "") -> dict:
+        """The one row a batch gives back: its records, the tally's figures, this actor's name, and why
+        its engine did not load (empty when it did)."""
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
-                "decode_s": np.array([tally.decode_s]), "scan_s": np.array([tally.scan_s]), "actor": np.array([self.name], dtype=object),
-                "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object)}
+                "decode_s": np.array([tally.decode_s]), "scan_s": np.array([tally.scan_s]),
+                "actor": np.array([self.name], dtype=object),
+                "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object),
+                "did_not_load": np.array([did_not_load], dtype=object)}

@@ -88,6 +88,18 @@ def test_a_slip_fails_when_the_captioner_is_made(tmp_path):
         ["video.num_frames=16", "output='/a b/c.jsonl'", "tasks=[caption,motion]", "limit=null", "resume=false"]
 
 
+def test_a_model_that_does_not_load_raises_in_one_line_at_the_first_call(tmp_path, clips, model_dir):
+    from caption import EngineDidNotLoad
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:4096])  # a copy that stopped early
+    with Captioner(engine="hf", model__path=str(model), references=None) as captioner:
+        with pytest.raises(EngineDidNotLoad, match=f"the hf engine could not load the model {re.escape(str(model))}: "):
+            list(captioner.caption(clips, output=tmp_path / "o.jsonl"))
+
+
 def _python_examples() -> list[tuple[str, str]]:
     """(page, code) of every Python example that makes a Captioner, in the README and the docs' API page."""
     found = []

@@ -1,5 +1,6 @@
 """How a job ends, as a scheduler and a user see it: exit statuses, refused outputs, interruption
-at any moment (SIGINT, SIGTERM, kill -9), fail_fast, and an engine that breaks mid-run."""
+at any moment (SIGINT, SIGTERM, kill -9), fail_fast, a model that does not load, and an engine that
+breaks mid-run."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from caption.outcome import EngineDied
 from tests.caption.processes import HELD, hold_a_decoder
-from vidcap_ko_outputs.exit_status import EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE
+from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -247,6 +248,37 @@ def test_an_engine_that_keeps_breaking_stops_the_job_with_the_plan_and_a_hint(jo
             list(supervisor.run(_requests(job, clip, [0.001]), JobTally()))
     finally:
         supervisor.close()
+
+
+def test_a_model_that_does_not_load_ends_the_job_in_one_line_and_a_rerun_captions_every_clip(tmp_path, synth_dir,
+                                                                                             model_dir):
+    """A weights file cut short (a copy that stopped halfway): exit status 4 with one line naming the folder
+    and the library's reason, the traceback in caption.log, a summary saying so, no record written; once the
+    file is whole again the same command captions every clip."""
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    weights = (model_dir / "model.safetensors").read_bytes()
+    (model / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(3):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    out = tmp_path / "o.jsonl"
+    command = (f"input_dir={folder}", f"output={out}", f"model.path={model}", "engine=hf", "progress=false")
+    code, stdout, err = _run(tmp_path, *command)
+    assert code == EXIT_ENGINE_DIED, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"caption: the hf engine could not load the model {model}: SafetensorError: "), last
+    log = tmp_path / "run" / "caption.log"
+    assert f"(the traceback is in {log})" in last and "Traceback" not in err and "Traceback" in log.read_text()
+    assert "stopped early (engine did not load): 3 record(s) left undone" in stdout
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["stopped"] == "engine did not load" and summary["exit_status"] == EXIT_ENGINE_DIED
+    assert not out.exists() or _records(out) == []
+    (model / "model.safetensors").write_bytes(weights)
+    code, stdout, err = _run(tmp_path, *command)
+    assert code == 0, err[-3000:]
+    assert sorted(r["video"] for r in _records(out)) == [f"clip_{i:05d}.mp4" for i in range(3)]
 
 
 def test_admission_refuses_what_would_break_the_engine():

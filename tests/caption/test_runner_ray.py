@@ -206,3 +206,20 @@ def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tm
     for h in holders + [waiting]:
         h.kill()
         h.wait()
+
+
+def test_a_model_that_does_not_load_in_the_actors_stops_the_job_in_one_line(clips, tmp_path, model_dir):
+    """A weights file cut short: the first actor whose engine does not load stops the job with its reason,
+    as the local runner does; no clip gets an error record (a rerun with the model mended captions them all)."""
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy that stopped halfway
+    out = tmp_path / "o.jsonl"
+    code, summary, err = _caption([f"input_dir={clips(3)}", f"model.path={model}", *RAY], tmp_path, out)
+    assert code == 4, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"caption: the vllm engine could not load the model {model}: SafetensorError: "), last
+    assert "(the traceback is in the job's log, from the engine actor " in last and "Traceback" not in err
+    assert summary["stopped"] == "engine did not load" and summary["records_left_undone"] == 3
+    assert not out.exists() or out.read_text() == ""
