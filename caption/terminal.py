@@ -10,6 +10,7 @@ from caption.console import console
 from caption.coverage import coverage_line
 from caption.scoring import meteor_lines
 from vidcap_ko_outputs.writing import free_bytes
+from video_io.crawl import VIDEO_EXTENSIONS, other_suffixes
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
@@ -166,6 +167,15 @@ def start_notes(job: JobConfig, output: Path, records: int) -> list[str]:
         notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
                      "runner=local runs one of them: runner=ray runs them all")
     return notes
+
+
+def no_videos_note(input_dir: Path) -> str:
+    """Why a folder gave no clips: what it holds instead, and what the crawl takes (video_io/crawl.py)."""
+    others = other_suffixes(input_dir)
+    held = ("it holds no other files either" if not others else "it holds " + ", ".join(
+        f"{n} {suffix or 'extensionless'} file(s)" for suffix, n in sorted(others.items(), key=lambda kv: -kv[1])[:5]))
+    return (f"no video files in {input_dir} or its subfolders ({held}); the job takes files ending in "
+            f"{', '.join(sorted(VIDEO_EXTENSIONS))}: check input_dir")
 
 
 RECORD_BYTES_GUESS = 1024  # a caption record is ~0.6-0.9 KB (the demo's); room for longer captions

@@ -52,6 +52,24 @@ def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS
     return found
 
 
+def other_suffixes(root: str | Path, most: int = 10_000) -> dict[str, int]:
+    """Files under root that crawl_videos does not take, counted by extension ("" for none), hidden ones
+    left out; the first `most` files only, so a huge tree without videos is not read to its end."""
+    counts: dict[str, int] = {}
+    seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.startswith("."):
+                continue
+            suffix = Path(name).suffix.lower()
+            counts[suffix] = counts.get(suffix, 0) + 1
+            seen += 1
+            if seen >= most:
+                return counts
+    return counts
+
+
 def _inode(path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino

@@ -1,6 +1,6 @@
 """A slip is one line and exit status 2, with the closest valid name; a checkpoint that is not what its
 preset says is refused before loading; `caption --help` describes every setting and group; the start
-lines say what runs; a sweep row that cannot run says why."""
+lines say what runs, and a folder without videos what it holds; a sweep row that cannot run says why."""
 
 from __future__ import annotations
 
@@ -72,6 +72,20 @@ def test_the_start_lines_say_adapter_sampling_and_speculation(job_config, capsys
     out = capsys.readouterr().out
     assert "decode  sampling factual, adapter detailed, speculative ngram (4 tokens)" in out
     assert "tier    gpu=auto: cpu (no NVIDIA GPU found" in out
+
+
+def test_a_folder_without_videos_is_said_with_what_it_holds(tmp_path):
+    """A wrong input_dir (images, or clips still being copied as .part) is not a silent "0 videos": the start
+    lines name what the folder holds and the extensions the job takes; no engine loads for nothing."""
+    folder = tmp_path / "footage"
+    (folder / "day 1").mkdir(parents=True)
+    for name in ("a.jpg", "b.jpg", "day 1/c.mp4.part", ".hidden.mp4"):
+        (folder / name).write_bytes(b"x")
+    done = _caption(tmp_path, f"input_dir={folder}", f"output={tmp_path / 'o.jsonl'}", "engine=hf", "progress=false")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"note    no video files in {folder} or its subfolders (it holds 2 .jpg file(s), 1 .part file(s)); "
+            "the job takes files ending in .3gp, .avi,") in done.stdout
+    assert "engine start" not in done.stdout
 
 
 def test_a_sweep_row_that_cannot_run_says_why():
