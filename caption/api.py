@@ -191,12 +191,14 @@ class Captioner:
         from caption.job import check_outputs
         from caption.pipeline.supervisor import load_engine_or_say_why
         from caption.planning import load_planned_job
+        from caption.scoring import check_references
 
         job = load_planned_job(cfg)
         check_settings_read(given, cfg, job)
         if job.options.plan_only or not job.plan.fits:
             return None
         check_outputs(job).release()  # the output is the job's to write and no other job's, before an engine loads
+        check_references(job, warn=False)  # named references METEOR cannot read: ConfigError, before it loads too
         if job.runner.name != "local":  # runner=ray loads its engines in its actors, per call: room for them
             self._close_engine()
             return None

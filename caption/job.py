@@ -30,6 +30,7 @@ from caption.record_store import RecordStore
 from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.runners.base import Runner
+from caption.scoring import check_references
 from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import no_videos_note, print_job_start, resume_notes, start_notes
@@ -66,6 +67,7 @@ def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | 
     check_settings_read(given, cfg, job)  # a key given that this job would not read fails here too
     if job.options.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
+    check_references(job)  # a references file METEOR could not read: said now, not after the captions
     lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)
     try:
         return (yield from _locked_job(job, engine, videos, lock))

@@ -12,6 +12,36 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def check_references(job: JobConfig, warn: bool = True) -> None:
+    """Before any model loads: the references METEOR reads at the end are readable, with each list the
+    job's captions are scored on (`references` for the base model, an adapter's `references_field`).
+    Named by `references=`: ConfigError in one line. Found as <input_dir>/references.jsonl (auto): a
+    warning, since the job's captions do not need it and the file is read only at the end (mended
+    meanwhile, it is scored); `warn=False` leaves the warning to a later call."""
+    from caption.config import ConfigError
+    from caption.console import console
+    from eval.records import InputError, read_references
+    from eval.scope import BASE_FIELD, SCORED_TASK
+
+    path = job.files().references
+    if path is None or SCORED_TASK not in job.options.tasks:
+        return
+    declared = {a.name: a.references_field for a in job.adapters}
+    for variant in job.variants():
+        field = BASE_FIELD if variant is None else declared.get(variant, BASE_FIELD)
+        who = "the base model's captions" if variant is None else f"adapter {variant}'s captions"
+        try:
+            read_references(path, field, hint=f"{who} are scored on this list")
+        except InputError as exc:
+            if job.options.references != "auto":
+                raise ConfigError(f"`references`: {exc}; mend the file, or set references=null to caption "
+                                  "without scoring") from None
+            if warn:
+                console.warn(f"caption: warning: METEOR will not be computed: {exc}; the file is read when the "
+                             "job ends, so mending it meanwhile is enough (references=null: no scoring)")
+            return
+
+
 def score_captions(job: JobConfig) -> dict:
     """The summary's METEOR keys: per variant (the base model, each adapter) the corpus METEOR over the
     clips (or scenes) with an ok caption, and beside it how many are not captioned and how many failed:

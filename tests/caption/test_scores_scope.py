@@ -135,3 +135,27 @@ def test_records_added_beside_under_other_settings_are_scored_per_settings(tmp_p
         assert f"adapter=none settings={settings_id}: {result['meteor']:.4f} over 2 captioned of 4" in page.stdout
     scored, _ = _meteor(tmp_path, out, four_clips / "references.jsonl")  # without a choice: which to pick
     assert scored.returncode == 2 and "--settings" in scored.stderr and "duplicates" not in scored.stderr
+
+
+def test_references_meteor_cannot_read_are_said_before_the_captions(tmp_path, four_clips):
+    """Named by references=: refused in one line before anything loads (the list an adapter is scored on,
+    missing). Found beside the clips: a warning at the start, the captions made, the reason in the summary."""
+    refs = four_clips / "references.jsonl"
+    named = tmp_path / "named.jsonl"
+    named.write_text("".join(json.dumps({"video": r["video"], "references": r["references"]}) + "\n"
+                             for r in _refs(four_clips).values()), encoding="utf-8")  # no references_detailed list
+    out = tmp_path / "refused.jsonl"
+    done = _run("caption", f"input_dir={four_clips}", f"output={out}", *FAST, "lora=detailed",
+                f"references={named}", f"hydra.run.dir={tmp_path / 'refused'}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == (f"caption: invalid config: `references`: {named}:1: missing field "
+                                   "'references_detailed' (adapter detailed's captions are scored on this list); "
+                                   "mend the file, or set references=null to caption without scoring")
+    assert not out.exists()
+    lines = refs.read_text(encoding="utf-8").splitlines()
+    refs.write_text("\n".join([lines[0][:-5], *lines[1:]]) + "\n", encoding="utf-8")  # line 1 cut short
+    out = tmp_path / "warned.jsonl"
+    done, summary = _caption(tmp_path, four_clips, out, "limit=1", name="warned")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"caption: warning: METEOR will not be computed: {refs}:1: malformed JSON" in done.stderr
+    assert summary["captions_ok"] == 1 and summary["meteor_error"].startswith(f"{refs}:1: malformed JSON")
