@@ -25,6 +25,7 @@ from caption.job_paths import JobPaths, io_paths
 from caption.option import ConfigError as ConfigError  # where callers have always found it
 from caption.option import at_least, closest, one_of
 from caption.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
+from caption.settings_ids import SettingsIds
 from families import UnknownFamily, get_family
 from quant.plan import Plan
 from video_io.decode import DecodeSpec
@@ -95,7 +96,7 @@ class JobConfig:
     # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
     settings: dict[str, Any] | None = None
     segment_settings: dict[str, Any] | None = None
-    settings_ids: dict[tuple[str, str | None, bool], str] | None = None
+    settings_ids: SettingsIds | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
 
@@ -110,8 +111,9 @@ class JobConfig:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return self.plan
 
-    def expected_ids(self) -> dict[tuple[str, str | None, bool], str]:
-        """The settings_id of each (task, adapter, segmented) record; RuntimeError before plan_job."""
+    def expected_ids(self) -> SettingsIds:
+        """The settings_id of each (task, adapter, segmented) record, and which records are this job's own
+        (caption/fingerprint.py SettingsIds); RuntimeError before plan_job."""
         if self.settings_ids is None:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return self.settings_ids

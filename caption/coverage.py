@@ -106,7 +106,7 @@ def _share(part: float, whole: float) -> float | None:
 
 def coverage_of_job(job: JobConfig) -> dict | None:
     """job_coverage over the job's output: its segment records (this job's settings), earlier runs' too."""
-    ids = {i for (_, _, segmented), i in job.settings_ids.items() if segmented and i}
+    ids = job.expected_ids().own_ids(segmented=True)
     return job_coverage(video_coverage(segment_records(job.files().output, ids))) if ids else None
 
 

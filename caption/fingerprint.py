@@ -1,10 +1,11 @@
 """How a record was made: the settings that change captions, readable and as one short id.
 
 Every record carries `settings` (what a user filters on: model, its identity, engine, dtype,
-quantization, sampling, frames) and `settings_id`, a hash of those plus the record's own prompt text
-and adapter. Resuming into an output counts a record as done only when its id is the one this job would
-give it; an output holding records made another way is refused before anything loads, naming what
-differs (caption/records.py). With engine=server the server's address and the model it reports stand
+quantization, sampling, frames) and `settings_id`, a hash of those (all but `model_path`: the model is
+known by its content, `model_id`) plus the record's own prompt text and adapter (caption/settings_ids.py).
+Resuming into an output counts a record as done only when its id is the one this job would give it; an
+output holding records made another way is refused before anything loads, naming what differs
+(caption/records.py). With engine=server the server's address and the model it reports stand
 where the local checkpoint would. Settings that do not change captions are left out: the tier's batch
 sizes, the decoder processes, speculative decoding under greedy decoding (it verifies every token
 against the target model, so greedy captions are the same with it or without).
@@ -12,24 +13,16 @@ against the target model, so greedy captions are the same with it or without).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from caption.settings_ids import digest
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
 
 SAMPLE_BYTES = 1 << 20  # bytes hashed at each of three places of a weights file
-
-
-def _digest(*parts) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True, default=str).encode())
-        h.update(b"\x1f")
-    return h.hexdigest()
 
 
 def _file_sample(path: Path) -> bytes:
@@ -58,14 +51,14 @@ def folder_identity(path: str) -> str:
     file; a hub id that is not a folder is identified by its name."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        return _digest("hub", path)[:16]
+        return digest("hub", path)[:16]
     parts = []
     for name in IDENTITY_FILES:
         if (folder / name).is_file():
             parts += [name, (folder / name).read_bytes()]
     for weights in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
         parts += [weights.name, _file_sample(weights)]
-    return _digest(*parts)[:16]
+    return digest(*parts)[:16]
 
 
 def job_settings(job: JobConfig) -> dict:
@@ -85,8 +78,8 @@ def job_settings(job: JobConfig) -> dict:
         "dtype": plan.dtype,
         "quant": q.get("method") or "none",
         "sampling": s.name,
-        "sampling_id": _digest(sorted(vars(s).items()))[:8],  # the values too: sampling.temperature=... overrides
-        "system_prompt_id": _digest(job.model.family, SYSTEM_PROMPT_KO)[:8],
+        "sampling_id": digest(sorted(vars(s).items()))[:8],  # the values too: sampling.temperature=... overrides
+        "system_prompt_id": digest(job.model.family, SYSTEM_PROMPT_KO)[:8],
         "frames": f"{frames}, {size} /{d.size_multiple}, seek {d.seek}",
     }
     if plan.server is not None:
@@ -100,7 +93,7 @@ def job_settings(job: JobConfig) -> dict:
     if job.prune_rate:  # fewer video tokens, other captions
         settings["prune_rate"] = job.prune_rate
     if job.forced_lengths is not None:
-        settings["forced_output_tokens"] = _digest(vars(job.forced_lengths))[:8]
+        settings["forced_output_tokens"] = digest(vars(job.forced_lengths))[:8]
     return settings
 
 
@@ -116,11 +109,6 @@ def _served(settings: dict, server: dict) -> dict:
 def adapter_identities(job: JobConfig) -> dict[str | None, str | None]:
     """{adapter name: content identity} for the job's variants (None: the base model)."""
     return {None: None, **{a.name: folder_identity(a.path) for a in job.adapters}}
-
-
-def settings_id(settings: dict, instruction: str, adapter: str | None, adapter_identity: str | None) -> str:
-    """The id of one record's settings: the job's, its prompt's instruction and its adapter."""
-    return _digest(settings, instruction, adapter, adapter_identity)[:12]
 
 
 def differences(old: dict | None, new: dict) -> list[str]:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from caption.config import ConfigError, JobConfig, load_job_config
 from caption.engines.spec import EngineSpec
-from caption.fingerprint import adapter_identities, job_settings, settings_id
+from caption.fingerprint import adapter_identities, job_settings
 from caption.generation import sampling_warnings
 from caption.prompts import instruction_text
+from caption.settings_ids import SettingsIds
 from caption.sweep import in_multirun
 from families import get_family
 from quant.devices import resolve_tier, tier_not_here
@@ -155,10 +156,9 @@ def plan_job(job: JobConfig) -> JobConfig:
         return planned
     settings = job_settings(planned)
     segment_settings = {**settings, "segments": planned.segments.describe()}  # a segment's record: how it was cut too
-    adapters = adapter_identities(planned)
-    ids = {(task, adapter, segmented): settings_id(segment_settings if segmented else settings,
-                                                   instruction_text(task), adapter, adapters[adapter])
-           for adapter in planned.variants() for task in planned.options.tasks for segmented in (False, True)}
+    identities = adapter_identities(planned)
+    ids = SettingsIds(settings, segment_settings, {task: instruction_text(task) for task in planned.options.tasks},
+                      {adapter: identities[adapter] for adapter in planned.variants()})
     return dataclasses.replace(planned, settings=settings, segment_settings=segment_settings, settings_ids=ids)
 
 

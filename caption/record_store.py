@@ -112,7 +112,8 @@ class RecordStore:
         """Whether a record in the file is one of this job's (made with its settings)."""
         if self.expected is None:
             return True
-        return record.get("settings_id") == self.expected.get(expected_key(record))
+        key = expected_key(record)
+        return key in self.expected and self.expected.owns(key, record)
 
     def redo_records(self, keys: Iterable[RecordKey], why: str) -> None:
         """Run these keys again: not done until their new records are written, which replace them."""

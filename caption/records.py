@@ -21,13 +21,14 @@ import os
 import time
 from pathlib import Path
 
+from caption.settings_ids import IdKey, SettingsIds
 from vidcap_ko_outputs.record import RECORD_PREFIX, is_record, segment_index
 from vidcap_ko_outputs.writing import writing
 
-# (task, adapter, segmented) -> the settings_id this job gives such records (caption/fingerprint.py;
-# a segment's record also says how the video was cut: caption/planning.py)
-ExpectedKey = tuple[str, "str | None", bool]  # (task, adapter, segmented)
-Expected = dict[ExpectedKey, str]
+# (task, adapter, segmented) -> the settings_id this job gives such records, and which records are its
+# own (caption/fingerprint.py SettingsIds; a segment's record also says how the video was cut)
+ExpectedKey = IdKey  # (task, adapter, segmented)
+Expected = SettingsIds
 
 
 def expected_key(record: dict) -> ExpectedKey:
@@ -112,7 +113,7 @@ def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], 
             except json.JSONDecodeError:  # a cut-off last line: RecordStore.open repairs it
                 continue
             key = expected_key(record)
-            if key in expected and record.get("settings_id") != expected[key]:
+            if key in expected and not expected.owns(key, record):
                 other += 1
                 example = example or record
     if other:

@@ -59,7 +59,7 @@ def score_captions(job: JobConfig) -> dict:
         return {"meteor_error": str(exc)}
     for adapter in job.variants():
         # this job's records only (a file may hold others beside them: add_beside=true)
-        ids = {i for (task, a, _), i in job.settings_ids.items() if a == adapter}
+        ids = job.expected_ids().own_ids(adapter=adapter)
         mine = [p for p in preds if p.settings_id in ids]
         try:
             scope = scope_of(mine, files.output, files.references, adapter=NONE_LABEL if adapter is None else adapter)

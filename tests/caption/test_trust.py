@@ -12,6 +12,7 @@ from caption.fingerprint import differences, folder_identity
 from caption.job import run_job
 from caption.pipeline.record import clean_caption
 from caption.records import OutputRefused, check_settings
+from caption.settings_ids import SettingsIds, settings_id
 from eval.cli import main as meteor_main
 
 
@@ -38,12 +39,14 @@ def test_records_without_settings_are_not_taken_for_this_jobs(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text(json.dumps({"video": "a.mp4", "task": "caption", "adapter": None, "status": "ok",
                                "caption": "x", "error": None}) + "\n")
+    ids = SettingsIds({"engine": "vllm"}, {}, {"caption": "describe"}, {None: None})
     with pytest.raises(OutputRefused, match="carry no settings .* add_beside=true"):
-        check_settings(out, {("caption", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=False)
+        check_settings(out, ids, ({"engine": "vllm"}, {}), add_beside=False)
     # asked for: no refusal
-    check_settings(out, {("caption", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=True)
+    check_settings(out, ids, ({"engine": "vllm"}, {}), add_beside=True)
     # not this job's task
-    check_settings(out, {("keywords", None, False): "abc"}, ({"engine": "vllm"}, {}), add_beside=False)
+    keywords = SettingsIds({"engine": "vllm"}, {}, {"keywords": "list"}, {None: None})
+    check_settings(out, keywords, ({"engine": "vllm"}, {}), add_beside=False)
     assert differences({"engine": "vllm", "sampling": "greedy"}, {"engine": "hf", "sampling": "greedy"}) == \
         ["engine vllm -> hf"]
 
@@ -80,6 +83,52 @@ def test_changed_settings_are_refused_and_added_beside_on_request(compose_config
     refs = two_clips_with_references / "references.jsonl"
     assert meteor_main([str(out), str(refs)]) == 2
     assert meteor_main([str(out), str(refs), "--settings", both[2]["settings_id"]]) == 0
+
+
+@pytest.mark.slow
+def test_the_same_model_at_another_path_resumes_and_other_weights_there_are_refused(
+        compose_config, two_clips_with_references, tmp_path, model_dir, vllm_engine):
+    """A model moved, or copied to a node's own disk: its records are this job's (their model_id is its
+    content), resumed and scored; other weights at that path are refused, naming the model_id."""
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={two_clips_with_references}", f"output={out}", "progress=false", "video.workers=0",
+            "limit=1"]
+    first = run_job(compose_config(base), engine=vllm_engine)
+    assert first["videos_run"] == 1
+    moved = shutil.copytree(model_dir, tmp_path / "local disk" / "model")
+    again = run_job(compose_config([*base, f"model.path={moved}", "limit=null"]), engine=vllm_engine)
+    assert again["videos_skipped_resume"] == 1 and again["videos_run"] == 1 and again["meteor_n"] == 2
+    made = _records(out)
+    assert [r["settings"]["model_path"] for r in made] == [str(model_dir), str(moved)]
+    assert made[0]["settings_id"] == made[1]["settings_id"]  # one job: caption-meteor and the page see one group
+    weights = moved / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01  # a retrained checkpoint put in its place
+    weights.write_bytes(bytes(data))
+    with pytest.raises(OutputRefused, match="2 record\\(s\\) made with other settings .*model_id"):
+        run_job(compose_config([*base, f"model.path={moved}"]))
+    assert _records(out) == made
+
+
+@pytest.mark.slow
+def test_records_whose_id_hashed_the_model_path_still_resume(compose_config, two_clips_with_references, tmp_path,
+                                                             vllm_engine):
+    """An output written by vidcap-ko up to 2026-11-26, whose ids hashed model_path too: its records are
+    still this job's (resumed, scored), and a record whose id matches neither rule is not."""
+    from caption.prompts import instruction_text
+
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={two_clips_with_references}", f"output={out}", "progress=false", "video.workers=0"]
+    run_job(compose_config([*base, "limit=1"]), engine=vllm_engine)
+    record = _records(out)[0]
+    record["settings_id"] = settings_id(record["settings"], instruction_text("caption"), None, None)  # the old rule
+    out.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    again = run_job(compose_config(base), engine=vllm_engine)
+    assert again["videos_skipped_resume"] == 1 and again["videos_run"] == 1 and again["meteor_n"] == 2
+    record["settings_id"] = "0123456789ab"
+    out.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(OutputRefused, match="1 record\\(s\\) made with other settings"):
+        run_job(compose_config(base))
 
 
 @pytest.mark.slow
