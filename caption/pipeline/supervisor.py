@@ -52,8 +52,14 @@ def _load_failed_message(job: JobConfig, exc: Exception, trace_at: str | None) -
         return (f"the server engine could not start: {cause} ({trace}): check that engine.base_url "
                 f"({server.get('base_url')}) answers")
     path = job.engine_spec.model_path if job.engine_spec is not None else job.model.path
-    return (f"the {job.engine} engine could not load the model {path}: {cause} ({trace}): check that folder "
-            "(config.json, and every weights file whole) and model.path, or make the checkpoint again")
+    if isinstance(exc, MemoryError) or "out of memory" in cause.lower():  # torch's OutOfMemoryError says so
+        what = ("the GPU's memory did not hold it: see what else holds the GPU (nvidia-smi), or plan for less "
+                "(gpu.gpu_memory_utilization, gpu.max_num_seqs, a quantized model with quant=...)"
+                if job.gpu.get("device") == "cuda" else
+                "the host's memory did not hold it: close what else uses it, or pick a smaller or quantized model")
+    else:
+        what = "check that folder (config.json, and every weights file whole) and model.path, or make the checkpoint again"
+    return f"the {job.engine} engine could not load the model {path}: {cause} ({trace}): {what}"
 
 
 class EngineSupervisor:

@@ -294,3 +294,28 @@ def test_admission_refuses_what_would_break_the_engine():
         assert expected in refusal(8, good | change, limits, prompt_budget=100)
     slow = PositionLimits(max_positions=1024, fps_scaled=False)  # families whose positions ignore fps
     assert refusal(8, good | {"fps": 0.001}, slow, prompt_budget=100) is None
+
+
+@pytest.mark.parametrize("raised, hint", [
+    (MemoryError(), "the host's memory did not hold it: close what else uses it"),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to "
+                  "allocate 2147483648 bytes. Error code 12 (Cannot allocate memory)\nout of memory"),
+     "the host's memory did not hold it"),
+    (OSError("Unable to load weights from checkpoint file"), "check that folder (config.json, and every weights"),
+])
+def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch, raised, hint):
+    """The library's reason in one line (a multi-line message folded), then what to do about that kind of failure."""
+    from caption.outcome import EngineDidNotLoad
+    from caption.pipeline import supervisor
+
+    def fails(spec):
+        raise raised
+
+    monkeypatch.setattr(supervisor, "build_engine", fails)  # a load that fails as these do, without the memory
+    job = job_config(["engine=hf"])
+    with pytest.raises(EngineDidNotLoad) as caught:
+        supervisor.load_engine_or_say_why(job)
+    said = str(caught.value)
+    assert said.startswith(f"the hf engine could not load the model {job.engine_spec.model_path}: "
+                           f"{type(raised).__name__}") and "\n" not in said
+    assert hint in said.split(" (the traceback is above): ")[1]
