@@ -22,6 +22,7 @@ from caption.outcome import JobInterrupted, interrupts
 from vidcap_ko_outputs.exit_status import (
     EXIT_BUG,
     EXIT_ENGINE_DIED,
+    EXIT_INPUT_GONE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_OUTPUT_BUSY,
@@ -85,7 +86,7 @@ def _job(cfg) -> float | None:
     finally:
         console.restore()
     status = summary.get("exit_status", EXIT_OK)
-    if status in (EXIT_ENGINE_DIED, EXIT_WRITE_FAILED):
+    if status in (EXIT_ENGINE_DIED, EXIT_WRITE_FAILED, EXIT_INPUT_GONE):
         print(f"caption: {summary.get('stop_reason')}", file=sys.stderr)
     if status != EXIT_OK and not in_multirun():  # a sweep goes on; its table shows each job
         sys.exit(status)

@@ -88,7 +88,8 @@ def help_text(conf: Path) -> str:
                 out.append(_wrap(f"{group}.{key} = {value}" + (f"  ({comment})" if comment else ""), 6))
             out += _schema_lines(group, {key for key, _, _ in listed})
     out += ["", "exit status: 0 all ok, 1 a bug, 2 a bad config or refused output, 3 some records are errors,",
-            "4 the engine did not load or died, 5 a file could not be written (disk full, read-only), 130 interrupted"]
+            "4 the engine did not load or died, 5 a file could not be written (disk full, read-only),",
+            "6 another job writes the output, 7 the input folder went away mid-run, 130 interrupted"]
     return "\n".join(out) + "\n"
 
 

@@ -31,7 +31,7 @@ from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.runners.base import Runner
 from caption.scoring import check_references
-from caption.sources import SourceIdentities, changed_files, legacy_videos, refuse_changed
+from caption.sources import InputFolder, SourceIdentities, changed_files, legacy_videos, refuse_changed
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import no_videos_note, print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
@@ -176,6 +176,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
     the file it was made from."""
     sources = SourceIdentities(job.files().input_dir, todo)
+    folder = InputFolder(job.files().input_dir)
     runner.start(todo)
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.options.progress)
@@ -183,6 +184,8 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
     for record in runner.records(todo, store, tally):
         if store.done(record_key(record)):  # a clip retried after its actor died may come twice
             continue
+        if record["status"] == "error":  # failed because the whole folder went away? then stop, no record
+            folder.check(tally.requests_ok + tally.requests_error)
         if record.get("segments") and record["video"] not in counted:  # counted as one clip so far
             counted.add(record["video"])
             tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))

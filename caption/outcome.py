@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from vidcap_ko_outputs.exit_status import (
     EXIT_ENGINE_DIED,
     EXIT_FAILED_RECORDS,
+    EXIT_INPUT_GONE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_WRITE_FAILED,
@@ -74,11 +75,16 @@ class FailFast(Exception):
     """fail_fast=true and a record came out as an error."""
 
 
+class InputGone(Exception):
+    """The folder being captioned is no longer the one listed at the start (unmounted, moved, deleted):
+    the clips left would all fail for that, not for what they are."""
+
+
 @contextmanager
 def stops_recorded(tally):
     """However the job's run stops early, the tally says how (its `stopped` and `stop_reason`) and the job
     goes on to its summary: a signal, an engine dead past its restarts, fail_fast, a disk that refused a
-    record (vidcap_ko_outputs/writing.py). A bug, or a caller that abandons the job's records, still propagates."""
+    record (vidcap_ko_outputs/writing.py), the folder being captioned gone. A bug, or a caller that abandons the job's records, still propagates."""
     from vidcap_ko_outputs.writing import WriteFailed
 
     try:
@@ -91,6 +97,8 @@ def stops_recorded(tally):
             tally.stop_reason = str(exc)
         except FailFast:
             tally.stopped = "fail_fast"
+        except InputGone as exc:
+            tally.stopped, tally.stop_reason = "input gone", str(exc)
         except WriteFailed as exc:  # the disk, not the job: what is written stays whole, a re-run resumes
             written = tally.requests_ok + tally.requests_error
             tally.stopped = "write failed"
@@ -109,6 +117,8 @@ def exit_status(summary: dict) -> int:
         return EXIT_ENGINE_DIED
     if stopped == "write failed":
         return EXIT_WRITE_FAILED
+    if stopped == "input gone":
+        return EXIT_INPUT_GONE
     if summary.get("captions_failed") or summary.get("errors_from_earlier_runs") or stopped == "fail_fast":
         return EXIT_FAILED_RECORDS
     return EXIT_OK

@@ -11,9 +11,11 @@ captioned again without asking: no caption of another file could be taken for it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
+from caption.outcome import InputGone
 from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
 from caption.records import OutputRefused
 from video_io.identity import Identity, StrPath, compare, file_identity
@@ -60,3 +62,31 @@ class SourceIdentities:
             path = self.paths.get(video)
             self._known[video] = None if path is None else file_identity(path, self.input_dir)
         return self._known[video]
+
+
+class InputFolder:
+    """The folder being captioned, as it was listed: a clip that fails while the folder is gone, or while
+    another folder stands at its path (a network mount that dropped leaves its empty mountpoint, on
+    another device), stops the job (InputGone) instead of becoming an error record: every clip after it
+    would fail for the same reason, and not one of them is broken."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.identity = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def check(self, written: int) -> None:
+        """InputGone, naming the folder and what became of it, where it is not the folder listed."""
+        now = self._identity()
+        if now == self.identity:
+            return
+        what = "it is gone" if now is None else "another folder stands at its path: a mount that dropped"
+        raise InputGone(f"`input_dir={self.path}` went away while the job ran ({what}), so its clips cannot be "
+                        f"read; stopped without error records for them. The {written} record(s) written stay: "
+                        "run the same command again once the folder is back, and the job resumes")

@@ -44,7 +44,7 @@ class JobTally:
     generation_ended: float | None = None  # the last record written (engine and decoder shut-down come after)
     requests_todo: int = 0  # (video, task, adapter) records this job set out to write
     stopped: str | None = None  # None: ran to the end; else interrupted | engine did not load | engine died |
-    # fail_fast | write failed
+    # fail_fast | write failed | input gone
     stop_reason: str | None = None
     engine_failures: list[str] = field(default_factory=list)
     engine_restarts: int = 0

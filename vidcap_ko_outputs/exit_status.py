@@ -11,6 +11,8 @@
     5    a file the job writes could not be written (disk full, read-only filesystem, permission
          denied, I/O error): the message names it; records written so far stay whole, re-run to resume
     6    another job is writing the same output (its pid, host and start are named); nothing ran
+    7    the folder being captioned went away mid-run (unmounted, moved or deleted): the job stopped
+         without an error record for the clips it could no longer read; re-run once it is back to resume
     130  interrupted (SIGINT / SIGTERM); records written so far stay valid, re-run to resume
 """
 
@@ -21,4 +23,5 @@ EXIT_FAILED_RECORDS = 3
 EXIT_ENGINE_DIED = 4
 EXIT_WRITE_FAILED = 5
 EXIT_OUTPUT_BUSY = 6
+EXIT_INPUT_GONE = 7
 EXIT_INTERRUPTED = 130

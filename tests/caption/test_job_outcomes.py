@@ -1,6 +1,6 @@
 """How a job ends, as a scheduler and a user see it: exit statuses, refused outputs, interruption
-at any moment (SIGINT, SIGTERM, kill -9), fail_fast, a model that does not load, and an engine that
-breaks mid-run."""
+at any moment (SIGINT, SIGTERM, kill -9), fail_fast, a model that does not load, a folder that goes away,
+and an engine that breaks mid-run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,13 @@ import pytest
 
 from caption.outcome import EngineDied
 from tests.caption.processes import HELD, hold_a_decoder
-from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_INTERRUPTED, EXIT_USAGE
+from vidcap_ko_outputs.exit_status import (
+    EXIT_ENGINE_DIED,
+    EXIT_FAILED_RECORDS,
+    EXIT_INPUT_GONE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+)
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -122,6 +128,38 @@ def test_a_signal_in_the_middle_keeps_every_record_and_a_rerun_finishes(tmp_path
     code, _, err = _run(tmp_path, *args)
     assert code == 0, err[-2000:]
     _one_record_per_key(out, 3 * MANY)
+
+
+@pytest.mark.parametrize("left", ["nothing", "an empty mountpoint"])
+def test_a_folder_that_goes_away_mid_run_stops_the_job_without_error_records(tmp_path, many_clips, left):
+    """The folder unmounted or moved while the job runs: every clip after that would fail for it. The job
+    stops (exit 7, one line) with no error record for them; once the folder is back it resumes and
+    finishes. A decoder held until the folder has gone keeps the job from ending first, however fast the machine."""
+    folder, away = tmp_path / "footage", tmp_path / "away"
+    shutil.copytree(many_clips, folder)
+    out = tmp_path / "o.jsonl"
+    args = (f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", HELD)
+    proc = _start(tmp_path, *args)
+    held = hold_a_decoder(proc)  # the job cannot end before the folder has gone ...
+    folder.rename(away)
+    if left == "an empty mountpoint":  # what a network mount that dropped leaves: a folder of another device
+        folder.mkdir()
+    os.kill(held, signal.SIGCONT)  # ... and its clip comes back, so the results (and refusals) flow again
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == EXIT_INPUT_GONE and "Traceback" not in stderr, stderr[-3000:]
+    what = "it is gone" if left == "nothing" else "another folder stands at its path"
+    assert stderr.strip().splitlines()[-1].startswith(f"caption: `input_dir={folder}` went away while the job ran "
+                                                      f"({what}")
+    written = _records(out) if out.exists() else []
+    assert all(r["status"] == "ok" for r in written)
+    summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+    assert summary["stopped"] == "input gone" and summary["records_left_undone"] == MANY - len(written) > 0
+    if left == "an empty mountpoint":
+        folder.rmdir()
+    away.rename(folder)
+    code, _, err = _run(tmp_path, *args)
+    assert code == 0, err[-2000:]
+    _one_record_per_key(out, MANY)
 
 
 @pytest.fixture(scope="module")
