@@ -98,6 +98,7 @@ def job_step(name: str, clips: Path, out: Path, overrides: list[str]) -> dict:
     return {"step": name, "command": " ".join(job.command), "exit_code": job.exit_code, "wall_s": round(job.wall_s, 1),
             "videos_per_s": s.get("videos_per_s"), "output_tokens_per_s": s.get("output_tokens_per_s"),
             "engine_idle_fraction": s.get("engine_idle_fraction"), "peak_rss_gib": s.get("peak_rss_gib"),
+            "first_batch_wait_s": s.get("first_batch_wait_s"),  # transformers: its requests, its processor
             "decode_s_total": s.get("decode_s_total"), "engine": s.get("engine"), "summary": s or None}
 
 
@@ -191,11 +192,14 @@ def report(steps: list[dict], out: Path, versions: dict, skip: dict[str, str]) -
              f"transformers {versions['transformers']}, vLLM {versions['vllm'] or 'not installed'}, "
              f"bitsandbytes {versions['bitsandbytes'] or 'not installed'}, PyAV {versions['av']}", ""]
     lines += [f"skipped {step}: {why}" for step, why in skip.items()] + ([""] if skip else [])
-    lines += ["| step | exit | wall (s) | videos/s | engine idle | peak RSS (GiB) |", "|---|---|---|---|---|---|"]
+    lines += ["| step | exit | wall (s) | videos/s | engine idle | first batch wait (s) | peak RSS (GiB) |",
+              "|---|---|---|---|---|---|---|"]
     for s in steps:
-        idle = s.get("engine_idle_fraction")
+        idle, first = s.get("engine_idle_fraction"), s.get("first_batch_wait_s")
+        first_wait = f"{first['requests']} + {first['processor']}" if first else "-"  # transformers only
         lines.append(f"| {s['step']} | {s['exit_code']} | {s['wall_s']} | {s.get('videos_per_s') or '-'} | "
-                     f"{'-' if idle is None else format(idle, '.0%')} | {s.get('peak_rss_gib') or '-'} |")
+                     f"{'-' if idle is None else format(idle, '.1%')} | {first_wait} | "
+                     f"{s.get('peak_rss_gib') or '-'} |")
     for s in steps:
         own = out / s["step"] / "results.md"
         if s.get("results") is not None and own.exists():

@@ -156,6 +156,9 @@ class HfEngine:
         # so this minus the output tokens is the static batch's padding (vLLM computes no such rows)
         self.output_positions = 0
         self.clock = StageClock()
+        # the first batch waits whole (nothing generates before it to hide its requests and processor):
+        # on one H100 it was most of what the 7B job's engine idled (docs/benchmarks.md)
+        self.first_batch_s: dict[str, float] | None = None
 
     def _generate_kwargs(self) -> dict:
         s = self.sampling
@@ -329,6 +332,8 @@ class HfEngine:
         waited = time.perf_counter() - started
         if prepared is None:
             return None
+        if self.first_batch_s is None:
+            self.first_batch_s = {"requests": round(prepared.pull_s, 3), "processor": round(prepared.prepare_s, 3)}
         if not beside:
             self.clock.seconds["processor"] += prepared.prepare_s
             return prepared
@@ -362,11 +367,15 @@ class HfEngine:
         self.batches = 0
         self.steps = 0
         self.output_positions = 0
+        self.first_batch_s = None
         self.clock.reset()
 
     def stats(self) -> dict:
         return {"engine_load_s": round(self.load_s, 2), "batches": self.batches,
                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps,
+                # of the seconds the engine idled: waiting for the first batch's requests (decoders, building
+                # them), then on its processor
+                "first_batch_wait_s": self.first_batch_s,
                 "output_positions_computed": self.output_positions,
                 "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 

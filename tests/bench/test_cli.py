@@ -112,6 +112,13 @@ def test_gpu_runs_with_what_is_installed_and_says_what_it_skipped(tmp_path):
     assert "580.159.04" in lines[0] and "torch 2.11.0+cu130" in lines[0] and "transformers 5.17.0" in lines[0]
     assert "vLLM not installed" in lines[0]
     assert any(line.startswith("skipped prune: needs vLLM") for line in lines)
+    feed = {"step": "feed-processor-auto-ahead-auto", "exit_code": 0, "wall_s": 40.2, "videos_per_s": 2.41,
+            "engine_idle_fraction": 0.0392, "first_batch_wait_s": {"requests": 0.51, "processor": 0.33},
+            "peak_rss_gib": 7.3}
+    rows = [line for line in gpu.report([feed, {**feed, "step": "prune-7b", "first_batch_wait_s": None}],
+                                        tmp_path, versions, skip) if line.startswith("| ")]
+    assert rows[1:] == ["| feed-processor-auto-ahead-auto | 0 | 40.2 | 2.41 | 3.9% | 0.51 + 0.33 | 7.3 |",
+                        "| prune-7b | 0 | 40.2 | 2.41 | 3.9% | - | 7.3 |"]
 
 
 def test_the_gpu_steps_without_vllm_ask_for_transformers(tmp_path, monkeypatch):

@@ -152,6 +152,8 @@ def test_the_job_forces_the_drawn_lengths_and_reports_where_its_time_went(compos
     assert abs(sum(stages.values()) - summary["generation_wall_s"]) < 0.05
     assert summary["engine_idle_fraction"] == pytest.approx(1 - stages["engine_step"] / summary["generation_wall_s"],
                                                             abs=0.01)
+    first = summary["first_batch_wait_s"]  # part of what the engine idled: the first batch's requests, processor
+    assert first["processor"] <= stages["processor"] and first["requests"] >= 0
 
 
 class _Gate(RequestStream):

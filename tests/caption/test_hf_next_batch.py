@@ -102,3 +102,40 @@ def test_a_batch_the_processor_refuses_runs_one_request_at_a_time(job_config, sy
         hf_engine.batch_size = size
     assert results["clip1"].error and "transformers generate failed" in results["clip1"].error
     assert all(results[k].error is None and results[k].text for k in ("clip0", "clip2", "clip3"))
+
+
+class _LateStream(_WatchedStream):
+    """Requests that come late (index -> seconds), as clips do while decoders start or catch up."""
+
+    def __init__(self, requests, late: dict[int, float]):
+        super().__init__(requests)
+        self.late, self.n = late, 0
+
+    def __next__(self):
+        time.sleep(self.late.get(self.n, 0.0))
+        self.n += 1
+        return super().__next__()
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["prepare_ahead", "after_generate"])
+def test_the_summary_says_how_long_the_first_batch_kept_the_engine_waiting(job_config, synth_dir, hf_engine, ahead):
+    """Nothing generates before the first batch to hide its wait: `first_batch_wait_s` splits it into
+    waiting for its requests (here the first is 0.4 s late) and its processor; the second batch's late
+    request (1 s) is not the first batch's."""
+    requests = _requests(job_config(["engine=hf"]), synth_dir, 4)
+    size, hf_engine.batch_size = hf_engine.batch_size, 2
+    hf_engine.prepare_ahead = ahead
+    hf_engine.reset_stats()
+    assert hf_engine.stats()["first_batch_wait_s"] is None
+    try:
+        results = list(hf_engine.run(_LateStream(requests, {0: 0.4, 2: 1.0})))
+    finally:
+        hf_engine.batch_size, hf_engine.prepare_ahead = size, False
+    assert len(results) == 4 and all(r.error is None for r in results)
+    first = hf_engine.stats()["first_batch_wait_s"]
+    assert set(first) == {"requests", "processor"}
+    assert 0.4 <= first["requests"] < 1.0, first
+    assert first["processor"] > 0
+    hf_engine.reset_stats()
+    assert hf_engine.stats()["first_batch_wait_s"] is None
+
