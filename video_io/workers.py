@@ -142,28 +142,35 @@ class DecodeStream:
         return bool(self.results)
 
     @contextmanager
-    def meanwhile(self) -> Iterator[None]:
+    def meanwhile(self, ahead: int = 0) -> Iterator[None]:
         """While the caller waits on something else (the engine loading: seconds to minutes), a thread
-        hands each decoder its first path as it comes up, so the first clips are decoded by the time the
-        engine takes them. The thread stops once every decoder has one (each then holds at most one
-        finished clip, as always) and is done before the block ends: the stream is the caller's again.
-        A clip's deadline starts when it is given, as ever."""
+        hands each decoder its first path as it comes up and takes up to `ahead` finished clips (what the
+        engine takes at its start: a transformers batch, vLLM's first requests), handing out the next path
+        as each comes in, so the first clips are decoded by the time the engine takes them. Then each
+        decoder holds at most one more finished clip, as always. The thread is done before the block ends:
+        the stream is the caller's again. A clip's deadline starts when it is given, as ever."""
         if self.pool.n_workers == 0:  # decoded in the caller's process, when asked: nothing to do meanwhile
             yield
             return
         stop = threading.Event()
 
-        def hand_out_first_paths() -> None:
+        def decode_the_first_clips() -> None:
             try:
                 while not stop.is_set():
                     self._hand_out()
-                    if self.exhausted or not self._starting():
-                        return  # every decoder has a path, or there are none left
-                    stop.wait(0.05)
+                    busy = self._busy()
+                    if len(self.results) < ahead and busy:
+                        self._collect(busy, 0.05)  # a result in: its decoder gets the next path
+                    elif not busy and (self.exhausted or not self._starting()):
+                        return  # nothing left to decode, or no decoder left
+                    elif len(self.results) >= ahead and not self._starting():
+                        return  # the first clips are in, and every decoder has a path
+                    else:
+                        stop.wait(0.05)  # decoders starting
             except (OSError, EOFError):
                 return  # a decoder that died starting: next() meets it and says so
 
-        thread = threading.Thread(target=hand_out_first_paths, name="decoders-first-paths", daemon=True)
+        thread = threading.Thread(target=decode_the_first_clips, name="decoders-first-clips", daemon=True)
         thread.start()
         try:
             yield

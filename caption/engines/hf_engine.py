@@ -140,7 +140,7 @@ class HfEngine:
         model = model if plan.get("quantization_config") else model.to(self.device)
         self.model = _with_adapters(model, spec.adapters).eval()
         self.has_adapters = bool(spec.adapters)
-        self.batch_size = min(spec.options.batch_size, plan.get("max_batch_size") or 10**9)
+        self.batch_size = spec.hf_batch_size
         ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/engines/options.py PREPARE_AHEAD)
         self.prepare_ahead = ahead == "always" or (ahead == "auto" and self.device == "cuda")
         # auto: the processor's pixel work on the engine's device (caption/engines/options.py PROCESSOR_DEVICE)

@@ -4,6 +4,7 @@ config, not a file path of a clip."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
@@ -35,3 +36,21 @@ class EngineSpec:
     @property
     def beam_search(self) -> bool:
         return self.sampling.beam_search
+
+    @property
+    def hf_batch_size(self) -> int:
+        """transformers: requests per `generate` call, engine.batch_size capped by the plan (its memory)."""
+        return min(self.options.batch_size, (self.hf or {}).get("max_batch_size") or self.options.batch_size)
+
+    @property
+    def first_clips(self) -> int:
+        """The clips the engine takes at its start, before it has generated anything: a transformers batch;
+        vLLM's first scheduler batch (max_num_seqs, at most engine.max_inflight); a server's requests in
+        flight. runner=local decodes this many while the engine loads (caption/runners/local.py)."""
+        if self.engine == "hf":
+            requests = self.hf_batch_size
+        elif self.engine == "vllm" and self.vllm:
+            requests = min(self.options.max_inflight, int(self.vllm["max_num_seqs"]))
+        else:
+            requests = self.options.max_inflight
+        return math.ceil(requests / max(1, self.requests_per_clip))

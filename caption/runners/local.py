@@ -26,13 +26,14 @@ class LocalRunner:
 
     def start(self, todo: Todo) -> None:
         job = self.job
-        # decoder processes start (spawned: seconds of imports each) while the engine loads, and each takes
-        # its first clip as it comes up: the first batch is decoded, not waited for, when the engine is ready
+        # decoder processes start (spawned: seconds of imports each) while the engine loads, and decode the
+        # clips it takes at its start: the first batch is decoded, not waited for, when the engine is ready
         # (on one H100 the first batch's wait was most of the 7B job's engine idle: docs/benchmarks.md)
         self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s, segments=job.segments).__enter__()
         self.paths = {str(path): key for key, path in todo}
         self.decoded = decode_locally(self.pool, self.paths)
-        with self.decoded.meanwhile():
+        first_clips = job.engine_spec.first_clips if job.engine_spec is not None else 0
+        with self.decoded.meanwhile(ahead=first_clips):
             self.supervisor.start()
 
     def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:

@@ -86,6 +86,56 @@ def test_the_decoders_take_their_first_clips_while_the_engine_loads(job_config, 
     assert all(r["status"] == "ok" for r in records)
 
 
+@pytest.mark.parametrize("engine, overrides, first", [
+    ("hf", ["engine.batch_size=6"], 3),  # a batch: 6 requests, 2 a clip
+    ("vllm", ["engine.max_inflight=64", "gpu.max_num_seqs=10"], 5),  # the first scheduler batch
+    ("vllm", ["engine.max_inflight=4", "gpu.max_num_seqs=10"], 2),  # no more than engine.max_inflight
+])
+def test_the_clips_an_engine_takes_at_its_start(job_config, engine, overrides, first):
+    """What runner=local decodes while the engine loads: the requests it takes before generating anything,
+    as clips (two tasks: two requests a clip)."""
+    job = job_config([f"engine={engine}", "tasks=[caption,motion]", *overrides])
+    assert job.engine_spec.requests_per_clip == 2
+    assert job.engine_spec.first_clips == first
+
+
+@pytest.mark.slow
+def test_the_first_batch_is_decoded_while_the_engine_loads(job_config, synth_dir, hf_engine):
+    """Not only a clip per decoder: while the engine loads, the decoders go on until the clips it takes
+    at its start are decoded (engine.batch_size=4 here: 4 of 6 clips, 2 decoders), and no further: the
+    stream holds those 4, and each decoder at most one more. The engine's load is held here until the 4
+    are in, or 60 s."""
+    import time
+
+    from caption.runners.local import LocalRunner
+    from caption.summary import JobTally
+
+    job = job_config(["engine=hf", "engine.batch_size=4", "video.workers=2"])
+    assert job.engine_spec.first_clips == 4
+    runner = LocalRunner(job, hf_engine)
+    load, held = runner.supervisor.start, []
+
+    def loading_until_the_first_batch_is_decoded():
+        until = time.monotonic() + 60
+        while time.monotonic() < until and len(runner.decoded.results) < 4:
+            time.sleep(0.05)
+        time.sleep(1.0)  # a decoder that went on would have another clip in by now
+        held.append(len(runner.decoded.results))
+        load()
+
+    runner.supervisor.start = loading_until_the_first_batch_is_decoded
+    todo = [(f"clip_{i:05d}.mp4", synth_dir / f"clip_{i:05d}.mp4") for i in range(6)]
+    try:
+        runner.start(todo)
+        assert held == [4] and len(runner.decoded.results) == 4
+        assert sum(w.path is not None for w in runner.pool._workers) == 2  # each given one more, as always
+        records = list(runner.records(todo, _NothingWritten(), JobTally()))
+    finally:
+        runner.close()
+    assert sorted(r["video"] for r in records) == [key for key, _ in todo]
+    assert all(r["status"] == "ok" for r in records)
+
+
 class _NothingWritten:
     segments: dict = {}
 
