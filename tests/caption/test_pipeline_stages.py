@@ -53,39 +53,6 @@ def test_a_clip_that_does_not_decode_is_recorded_before_the_next_result(job_conf
     assert tally.decode_s > 0 and not tally.engine_failures
 
 
-@pytest.mark.slow
-def test_the_decoders_take_their_first_clips_while_the_engine_loads(job_config, synth_dir, hf_engine):
-    """runner=local starts the decoders and hands each its first clip while the engine loads
-    (caption/runners/local.py, video_io/workers.py DecodeStream.meanwhile), so the first batch is decoded
-    when the engine is ready. The engine's load is held here until both decoders have a clip, or 60 s."""
-    import time
-
-    from caption.runners.local import LocalRunner
-    from caption.summary import JobTally
-
-    job = job_config(["engine=hf", "video.workers=2"])
-    runner = LocalRunner(job, hf_engine)
-    load, given = runner.supervisor.start, []
-
-    def loading_until_the_decoders_have_clips():
-        until = time.monotonic() + 60
-        while time.monotonic() < until and not all(w.path for w in runner.pool._workers):
-            time.sleep(0.05)
-        given.extend(w.path for w in runner.pool._workers)
-        load()
-
-    runner.supervisor.start = loading_until_the_decoders_have_clips
-    todo = [(f"clip_{i:05d}.mp4", synth_dir / f"clip_{i:05d}.mp4") for i in range(3)]
-    try:
-        runner.start(todo)
-        assert len(given) == 2 and all(given), given  # each decoder had its clip before the engine was ready
-        records = list(runner.records(todo, _NothingWritten(), JobTally()))
-    finally:
-        runner.close()
-    assert sorted(r["video"] for r in records) == [key for key, _ in todo]
-    assert all(r["status"] == "ok" for r in records)
-
-
 @pytest.mark.parametrize("engine, overrides, first", [
     ("hf", ["engine.batch_size=6"], 3),  # a batch: 6 requests, 2 a clip
     ("vllm", ["engine.max_inflight=64", "gpu.max_num_seqs=10"], 5),  # the first scheduler batch
@@ -101,9 +68,10 @@ def test_the_clips_an_engine_takes_at_its_start(job_config, engine, overrides, f
 
 @pytest.mark.slow
 def test_the_first_batch_is_decoded_while_the_engine_loads(job_config, synth_dir, hf_engine):
-    """Not only a clip per decoder: while the engine loads, the decoders go on until the clips it takes
-    at its start are decoded (engine.batch_size=4 here: 4 of 6 clips, 2 decoders), and no further: the
-    stream holds those 4, and each decoder at most one more. The engine's load is held here until the 4
+    """runner=local starts the decoders while the engine loads (caption/runners/local.py,
+    video_io/workers.py DecodeStream.meanwhile), and they go on until the clips the engine takes at its
+    start are decoded (engine.batch_size=4 here: 4 of 6 clips, 2 decoders): its first batch is decoded
+    when it is ready. And no further: the stream holds those 4, and each decoder at most one more. The engine's load is held here until the 4
     are in, or 60 s."""
     import time
 
