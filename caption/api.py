@@ -63,6 +63,19 @@ def overrides_of(settings: dict, overrides: Iterable[str] = ()) -> list[str]:
         paths_as_typed(list(overrides))
 
 
+# what a call names itself: as a setting it would be overridden by the call's own, or override it, unseen
+PER_CALL = {"input_dir": 'the videos are a call\'s first argument: captioner.caption("clips/")',
+            "output": 'records go where a call says: captioner.caption(videos, output="captions.jsonl")'}
+
+
+def refuse_per_call(overrides: list[str]) -> None:
+    """ConfigError for a setting that names what a call does (its videos, its output)."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in PER_CALL:
+            raise ConfigError(f"`{key}` is not a setting here: {PER_CALL[key]}")
+
+
 def compose_config(overrides: list[str]):
     """The job's config as the `caption` command composes it, or ConfigError in the command's words."""
     from hydra import compose, initialize_config_dir
@@ -137,6 +150,7 @@ class Captioner:
 
         named = {k: v for k, v in (("model", model), ("engine", engine)) if v is not None}
         self.overrides = overrides_of({**named, **settings}, overrides)
+        refuse_per_call(self.overrides)
         self.verbose, self.log = verbose, Path(log) if log is not None else None
         self._tmp = tempfile.TemporaryDirectory(prefix="vidcap-")
         self._calls = 0
@@ -162,6 +176,7 @@ class Captioner:
 
         folder, pairs = _videos(videos)
         extra = overrides_of(settings)
+        refuse_per_call(extra)
         if pairs is not None and not any(o.startswith("references=") for o in self.overrides + extra):
             extra.append("references=null")  # a file list has no references.jsonl of its own
         cfg = compose_config([f"input_dir={_value(str(folder))}", *self._with_output(output), *extra])

@@ -88,6 +88,22 @@ def test_a_slip_fails_when_the_captioner_is_made(tmp_path):
         ["video.num_frames=16", "output='/a b/c.jsonl'", "tasks=[caption,motion]", "limit=null", "resume=false"]
 
 
+def test_what_a_call_names_is_refused_as_a_setting(tmp_path, clips):
+    """A call's videos and output are its arguments: given as settings they were overridden by the call's own
+    (records went to a temporary file, not `output=`), or overrode them. Refused, saying where they go."""
+    with pytest.raises(ConfigError, match=r"`output` is not a setting here: .*captioner.caption\(videos, output="):
+        Captioner(output=str(tmp_path / "mine.jsonl"))
+    with pytest.raises(ConfigError, match="`input_dir` is not a setting here: the videos are a call's first"):
+        Captioner(overrides=[f"input_dir={clips}"])
+    captioner = Captioner(engine="hf")
+    try:
+        with pytest.raises(ConfigError, match="`input_dir` is not a setting here"):
+            next(captioner.caption(clips, input_dir=str(tmp_path)))
+    finally:
+        captioner.close()
+    assert not (tmp_path / "mine.jsonl").exists()
+
+
 def test_a_model_that_does_not_load_raises_in_one_line_at_the_first_call(tmp_path, clips, model_dir):
     from caption import EngineDidNotLoad
 
