@@ -61,8 +61,8 @@ def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved
         print(f"  stopped early ({summary['stopped']}): {summary['records_left_undone']} record(s) left undone; "
               f"{again}", file=out)
     print(f"  summary saved to {path}" if saved else f"  summary NOT saved: {path} could not be written", file=out)
-    if console.log_path is not None:
-        print(f"  full log: {console.log_path}", file=out)
+    if console.quiet_log is not None:  # a job that is not quiet after one that was has no log of its own
+        print(f"  full log: {console.quiet_log}", file=out)
 
 
 def _print_failures(failures: list[dict], what: str, path: Path, out) -> None:
@@ -103,8 +103,8 @@ def print_job_start(job: JobConfig, found: int, todo: int, skipped: int, notes: 
     print(f"  decode  sampling {job.sampling.name}, {variants}, {spec}", file=out)
     for note in notes:
         print(f"  note    {note}", file=out)
-    if console.log_path is not None:
-        print(f"  log     {console.log_path}", file=out)
+    if console.quiet_log is not None:
+        print(f"  log     {console.quiet_log}", file=out)
 
 
 def print_plan(plan: dict, path: Path | None, out=None) -> None:

@@ -164,4 +164,6 @@ class StageClock:
         self.seconds.clear()
 
     def as_dict(self) -> dict[str, float]:
-        return {k: round(v, 4) for k, v in self.seconds.items()}
+        # unrounded: the summary rounds each stage once (summary.py stage_breakdown), and a stage rounded
+        # twice could read less than a part of it rounded once (first_batch_wait_s)
+        return dict(self.seconds)

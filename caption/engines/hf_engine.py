@@ -333,7 +333,7 @@ class HfEngine:
         if prepared is None:
             return None
         if self.first_batch_s is None:
-            self.first_batch_s = {"requests": round(prepared.pull_s, 3), "processor": round(prepared.prepare_s, 3)}
+            self.first_batch_s = {"requests": prepared.pull_s, "processor": prepared.prepare_s}
         if not beside:
             self.clock.seconds["processor"] += prepared.prepare_s
             return prepared
@@ -375,7 +375,8 @@ class HfEngine:
                 "engine_stages_s": self.clock.as_dict(), "engine_steps": self.steps,
                 # of the seconds the engine idled: waiting for the first batch's requests (decoders, building
                 # them), then on its processor
-                "first_batch_wait_s": self.first_batch_s,
+                "first_batch_wait_s": ({k: round(v, 3) for k, v in self.first_batch_s.items()}
+                                       if self.first_batch_s is not None else None),
                 "output_positions_computed": self.output_positions,
                 "weight_bytes": int(self.model.get_memory_footprint()) if self.model is not None else None}
 

@@ -178,3 +178,27 @@ def test_engine_arguments_carry_kv_offload_and_pruning_only_where_planned(compos
     if offload:
         assert args["kv_offloading_size"] == job.plan.kv_offload_gib >= 1
     assert args.get("video_pruning_rate") == pruning
+
+
+def test_the_start_lines_name_a_log_only_while_the_terminal_is_quiet(compose_config, tmp_path):
+    """A job run in a process whose earlier job was quiet (the Python API, then run_job) names no log: the
+    earlier job's file gets none of its lines."""
+    import io
+
+    from caption.console import console
+    from caption.terminal import print_job_start
+
+    job = load_planned_job(compose_config(["plan_only=true"]))
+    log = tmp_path / "caption.log"
+    lines = {}
+    for when in ("quiet", "after"):
+        if when == "quiet":
+            console.quiet(log)
+        out = io.StringIO()
+        try:
+            print_job_start(job, 1, 1, 0, [], out)
+        finally:
+            console.restore()
+        lines[when] = out.getvalue()
+    assert f"  log     {log}\n" in lines["quiet"]
+    assert "log " not in lines["after"], lines["after"]
