@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import multiprocessing as mp
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -16,6 +17,9 @@ DEFAULT_FRAMES = 8  # thumbnails per clip, spread over its sampled frames (the j
 DEFAULT_SIZE = 96  # longest side, px
 DEFAULT_QUALITY = 70  # JPEG quality: ~1.5-3 KB per 96-px frame
 DEFAULT_TIMEOUT_S = 30.0
+# a fresh worker is an interpreter importing the decoders: seconds on a busy machine, more where a
+# site-wide hook imports torch into every process. That is the pool's start, not a clip's decode
+WORKER_START_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
     `fn` (make_thumbnails' signature, module-level) lets tests inject decoders that hang or crash.
 
     A clip still unfinished `timeout_s` after the report started waiting for it is given up on; its
-    pool is killed and the clips not done yet go on in a fresh one."""
+    pool is killed and the clips not done yet go on in a fresh one. The wait starts once the pool's
+    workers are up (each answers first), so a slow start is not a hung clip."""
     if workers <= 0:
         for job in jobs:
             yield fn(job, max_side, quality)
@@ -74,7 +79,15 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
     pending = list(jobs)
     while pending:
         todo, pending = pending, []
-        with ctx.Pool(min(workers, len(todo))) as pool:
+        size = min(workers, len(todo))
+        with ctx.Pool(size) as pool:
+            try:
+                pool.map_async(_worker_up, range(size), chunksize=1).get(timeout=WORKER_START_S)
+            except mp.TimeoutError:
+                for job in todo:
+                    yield ThumbResult(job.video, job.indices, None,
+                                      f"no thumbnails: the decoder processes did not start in {WORKER_START_S:g}s")
+                return
             futures = [pool.apply_async(fn, (job, max_side, quality)) for job in todo]
             for k, (job, future) in enumerate(zip(todo, futures)):
                 try:
@@ -89,3 +102,7 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
                             pending.append(later)
                     pool.terminate()
                     break
+
+
+def _worker_up(_: int) -> int:
+    return os.getpid()
