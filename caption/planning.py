@@ -20,7 +20,7 @@ from caption.prompts import instruction_text
 from caption.settings_ids import SettingsIds
 from caption.sweep import in_multirun
 from families import get_family
-from quant.devices import resolve_tier, tier_not_here
+from quant.devices import detect_devices, resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 from video_io.decode import DecodeSpec
@@ -34,15 +34,13 @@ def total_ram_gib() -> float:
 
 
 def device_vram_gib() -> float | None:
-    """The CUDA device's total memory, or None where there is none (or no torch build for it)."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return torch.cuda.mem_get_info()[1] / 2**30
-    except Exception:
-        pass
-    return None
+    """The first GPU's total memory as its driver reports it (nvidia-smi), or None where there is none.
+    The tiers declare theirs the same way (conf/gpu/*.yaml `vram_gib`), so a card is compared with its
+    own tier like with like: CUDA's own total (torch.cuda.mem_get_info) is smaller, 79.18 GiB on an H100
+    80GB against the driver's 79.6, and a job rehearsing h100 on one was refused as too small (issue 36).
+    And CUDA does not start in this process (quant/devices.py says why)."""
+    devices = detect_devices()
+    return devices[0].memory_gib if devices else None
 
 
 def make_job_plan(job: JobConfig) -> Plan:

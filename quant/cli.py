@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--width", type=int)
     p.add_argument("--height", type=int)
     p.add_argument("--max-new-tokens", type=int, help="default: the job's default sampling preset's")
-    p.add_argument("--device-vram-gib", type=float, help="the real GPU's total memory, GiB")
+    p.add_argument("--device-vram-gib", type=float, help="the real GPU's total memory, GiB, as nvidia-smi reports it (memory.total)")
     p.add_argument("--cap-to-tier", action="store_true", help="rehearse --gpu on a bigger device")
     t = sub.add_parser("table", help="print the tiers table (docs/tiers.md)")
     t.add_argument("--model", default="qwen2_5_vl_7b", choices=presets.options("model"))

@@ -111,7 +111,8 @@ def make_plan(model: dict, tier: dict | Tier, quant: dict, engine: str | dict, v
     """Plan one job from plain dicts (as `OmegaConf.to_container(cfg.<group>, resolve=True)` gives them).
 
     video: {frames|num_frames, width, height}; defaults to the model preset's frames and frame size.
-    device_vram_gib: the actual GPU's total memory in GiB (torch.cuda.mem_get_info()[1] / 2**30), needed
+    device_vram_gib: the actual GPU's total memory in GiB as its driver reports it (nvidia-smi's memory.total,
+    the measure the tiers' vram_gib is in; caption/planning.py device_vram_gib), needed
     with cap_to_tier (argument, or `gpu.cap_to_tier`) to rehearse a small tier on a bigger GPU.
 
     GPUs per machine (`gpu.count`): each engine spans `tensor_parallel_size` of them (the user's
@@ -224,8 +225,9 @@ def _device_memory(tier: Tier, device_vram_gib: float | None, cap_to_tier: bool 
     total_gib = tier.vram_gib if tier.is_gpu else tier.ram_gib
     if tier.is_gpu and cap:
         if device_vram_gib is None:
-            raise PlanError("`gpu.cap_to_tier=true` needs the device's memory: pass device_vram_gib "
-                            "(torch.cuda.mem_get_info()[1] / 2**30)")
+            raise PlanError("`gpu.cap_to_tier=true` rehearses a tier on a bigger GPU and needs that GPU's memory: "
+                            "none was found (nvidia-smi lists no GPU; from Python, pass device_vram_gib); "
+                            "drop gpu.cap_to_tier to see the tier's own plan")
         try:
             util = cap_utilization(tier.vram_gib, util, device_vram_gib)
         except ValueError as exc:

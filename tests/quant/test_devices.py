@@ -3,6 +3,8 @@ cpu tier for real on this machine."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from quant import presets
@@ -75,3 +77,26 @@ def test_a_named_cuda_tier_runs_only_on_its_gpu(answer, tier, runs):
     rehearsed = tier_not_here({**TIERS[tier], "cap_to_tier": True}, devices)
     assert (rehearsed is None) == bool(devices)  # rehearsing needs a card (the plan checks it holds the tier)
     assert tier_not_here(TIERS["cpu"], devices) is None
+
+
+@pytest.mark.parametrize("answer, tier", [("NVIDIA H100 80GB HBM3, 81559", "h100"), ("Tesla T4, 15360", "t4"),
+                                          ("NVIDIA L4, 23034", "l4"), ("NVIDIA A100-PCIE-40GB, 40536", "a100")])
+def test_each_tier_rehearses_on_its_own_card(answer, tier, compose_config, synth_dir, tmp_path, monkeypatch):
+    """The job reads the card's memory as the tiers declare theirs (nvidia-smi's memory.total): on an
+    H100, CUDA's own total (79.18 GiB) was below the h100 tier's 79.6 and `gpu=h100 gpu.cap_to_tier=true`
+    was refused as too small. Here nvidia-smi is a script giving the card's recorded answer."""
+    from caption.planning import load_planned_job
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    assert pick_tier(detect_devices(), TIERS)[0] == tier  # the card is the tier's own
+    job = load_planned_job(compose_config([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", f"gpu={tier}",
+                                           "gpu.cap_to_tier=true", "model=qwen2_5_vl_3b", "quant=none",
+                                           "plan_only=true"]))
+    assert job.plan.fits, job.plan.reasons
+    card = parse_nvidia_smi(answer)[0].memory_gib
+    assert any(w.startswith(f"rehearsing {tier} on a {card:g} GiB device") for w in job.plan.warnings)

@@ -132,7 +132,7 @@ def test_rehearse_a_small_tier_on_a_big_gpu():
     assert on_hf.hf["memory_fraction"] == plan.vllm["gpu_memory_utilization"]
     with pytest.raises(PlanError, match="less than the tier"):
         make_plan(model, gpu("a100"), load("quant", "none"), "vllm", CLIP, device_vram_gib=22.5, cap_to_tier=True, max_new_tokens=48)
-    with pytest.raises(PlanError, match="needs the device's memory"):
+    with pytest.raises(PlanError, match="needs that GPU's memory: none was found"):
         make_plan(model, tier, load("quant", "none"), "vllm", CLIP, cap_to_tier=True, max_new_tokens=48)
 
 
