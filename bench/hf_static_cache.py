@@ -4,9 +4,8 @@
 
 The job's transformers engine (caption/engines/hf_engine.py) generates one batch of the engines'
 clips (`--n` clips through the job's processor, every row forced to `--tokens` tokens) three ways, in one process, on the same inputs: the default dynamic cache;
-`cache_implementation="static"` without compiling; and static with the forward compiled by
-torch.compile (transformers compiles it itself on CUDA; on a CPU it must be asked to,
-`CompileConfig._compile_all_devices`). Each way runs --repeat times after one warm-up call (which
+`cache_implementation="static"` without compiling; and static with the decode step compiled by
+torch.compile, as `engine.compile_static_cache=true` runs it (caption/engines/hf_engine.py _static_cache). Each way runs --repeat times after one warm-up call (which
 pays for compiling); time per output token is the median step after the first (TTFT apart). Every row
 is forced to --tokens tokens, so each way does the same work whatever tokens it picks; how many rows
 pick the dynamic cache's tokens is reported (on a CPU in float32 all of them; on an H100 in bf16 the
@@ -23,26 +22,25 @@ import time
 WAYS = ("dynamic", "static", "static+compile")
 
 
-def _kwargs(way: str) -> dict:
+def _kwargs(spec, device: str, way: str) -> dict:
+    """The cache keywords of a way; static+compile is what engine.compile_static_cache gives `generate`."""
+    from caption.engines.hf_engine import _static_cache
+
     if way == "dynamic":
         return {}
-    from transformers import CompileConfig
-
     if way == "static":
         return {"cache_implementation": "static", "disable_compile": True}
-    config = CompileConfig(fullgraph=False)
-    config._compile_all_devices = True  # transformers compiles on CUDA only unless told (generation/utils.py)
-    return {"cache_implementation": "static", "compile_config": config}
+    return _static_cache(spec, device)
 
 
-def _once(engine, batch, inputs, way: str) -> tuple[list, float, float]:
+def _once(engine, batch, inputs, cache: dict) -> tuple[list, float, float]:
     """One generate call: (new token ids per row, TTFT s, median s per output token after the first)."""
     kwargs = engine._generate_kwargs()
     width = inputs["input_ids"].shape[1]
     rows = engine._row_lengths(batch, width, kwargs)
     started = time.perf_counter()
     with engine.torch.inference_mode():
-        out = engine.model.generate(**inputs, **kwargs, **_kwargs(way))
+        out = engine.model.generate(**inputs, **kwargs, **cache)
     steps = rows.step_times
     gaps = [b - a for a, b in zip(steps, steps[1:])]
     return out[:, width:].tolist(), steps[0] - started, statistics.median(gaps)
@@ -67,12 +65,13 @@ def measure(args) -> dict:
     for way in args.ways:
         print(f"running {way} (first call warms up) ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
-        tokens, _, _ = _once(engine, batch, inputs, way)
+        cache = _kwargs(job.engine_spec, engine.device, way)
+        tokens, _, _ = _once(engine, batch, inputs, cache)
         warm_up = time.perf_counter() - started
         reference = tokens if reference is None else reference
         if [len(row) for row in tokens] != [len(row) for row in reference]:
             raise SystemExit(f"{way}: other output lengths than the dynamic cache's: not the same work")
-        timed = [_once(engine, batch, inputs, way)[1:] for _ in range(args.repeat)]
+        timed = [_once(engine, batch, inputs, cache)[1:] for _ in range(args.repeat)]
         runs[way] = {"first_call_s": round(warm_up, 2), "ttft_s": round(statistics.median(t for t, _ in timed), 4),
                      "tpot_ms": round(1000 * statistics.median(s for _, s in timed), 2),
                      "rows_as_dynamic": sum(a == b for a, b in zip(tokens, reference))}

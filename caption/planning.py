@@ -130,6 +130,8 @@ def plan_job(job: JobConfig) -> JobConfig:
     if job.speculative is not None and plan.engine != "vllm":
         raise ConfigError(f"`spec={job.speculative['method']}` needs engine=vllm, but the plan runs on {plan.engine} "
                           f"({plan.engine_reason}); set spec=none")
+    if job.engine_options.compile_static_cache and plan.engine == "hf":
+        check_static_cache(job, plan)
     if not plan.fits and not (job.options.plan_only or in_multirun()):  # a sweep reports it as a row instead
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     # warnings about the captions themselves go into every record too (JobConfig.caption_warnings)
@@ -184,6 +186,19 @@ def speculation_warnings(job: JobConfig, plan: Plan) -> list[str]:
         warnings.append("spec=ngram proposes only tokens that repeat the prompt's text, which video captions "
                         "rarely do (bench_spec: no proposals at all): each step pays for the lookup")
     return warnings
+
+
+def check_static_cache(job: JobConfig, plan: Plan) -> None:
+    """`engine.compile_static_cache` where transformers compiles the decode step: not with bitsandbytes weights
+    (their quantizer says it is not compileable: transformers/quantizers/base.py `is_compileable`, and a static
+    cache uncompiled is slower), not with LoRA adapters (each switch between batches would compile again)."""
+    if (plan.hf or {}).get("quantization_config"):
+        raise ConfigError("`engine.compile_static_cache=true` does not go with quant=nf4: transformers does not compile "
+                          "bitsandbytes weights, and a static KV cache alone is slower (0.84x per token on one H100); "
+                          "drop one of them")
+    if job.adapters:
+        raise ConfigError("`engine.compile_static_cache=true` does not go with LoRA adapters: each switch between "
+                          "adapters would compile the model again; drop the adapters or the setting")
 
 
 def engine_spec(job: JobConfig) -> EngineSpec:

@@ -55,7 +55,7 @@ class Plan:
     model_path: str | None              # what to load: quant.checkpoint if given, else model.path
     quantization: dict                  # method, bits, group_size, double_quant, priority, auto, why
     vllm: dict | None                   # keyword arguments for vllm.LLM (engine=vllm)
-    hf: dict | None                     # dtype, device, max_batch_size, quantization_config (engine=hf)
+    hf: dict | None                     # dtype, device, max_batch_size, quantization_config, max_cache_len (engine=hf)
     memory_gib: dict                    # total, utilization, budget, weights, reserve, kv budget, ...
     kv_bytes_per_token: int
     sequences_fit: int | None           # concurrent requests the KV budget holds (None: not checked)
@@ -166,6 +166,8 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     reasons += _fit_words(tier, engine, tp, request, sizes, budget, per_seq, seqs, max_num_seqs) if fits else []
     vllm, hf = _engine_settings(tier, engine, family, dtype, choice, tp, util, cap, seqs, max_num_seqs, budget.batched,
                                 max_len)
+    if hf is not None:  # a static KV cache's length (engine.compile_static_cache): the request memory is planned for
+        hf["max_cache_len"] = request.need
     if vllm is not None and request.prune_rate:
         vllm["video_pruning_rate"] = request.prune_rate  # vLLM's EVS (the count above is its count)
     offload = _kv_offload(tier, engine, seqs, sizes.kv_seq, tp, request.notes) if fits else None
