@@ -5,7 +5,7 @@
 The job's transformers engine (caption/engines/hf_engine.py) generates one batch of the engines'
 clips (`--n` clips through the job's processor, every row forced to `--tokens` tokens) three ways, in one process, on the same inputs: the default dynamic cache;
 `cache_implementation="static"` without compiling; and static with the decode step compiled by
-torch.compile, as `engine.compile_static_cache=true` runs it (caption/engines/hf_engine.py _static_cache). Each way runs --repeat times after one warm-up call (which
+torch.compile, as `engine.compile_static_cache=true` runs it (caption/engines/hf_generate.py static_cache). Each way runs --repeat times after one warm-up call (which
 pays for compiling); time per output token is the median step after the first (TTFT apart). Every row
 is forced to --tokens tokens, so each way does the same work whatever tokens it picks; how many rows
 pick the dynamic cache's tokens is reported (on a CPU in float32 all of them; on an H100 in bf16 the
@@ -24,13 +24,13 @@ WAYS = ("dynamic", "static", "static+compile")
 
 def _kwargs(spec, device: str, way: str) -> dict:
     """The cache keywords of a way; static+compile is what engine.compile_static_cache gives `generate`."""
-    from caption.engines.hf_engine import _static_cache
+    from caption.engines.hf_generate import static_cache
 
     if way == "dynamic":
         return {}
     if way == "static":
         return {"cache_implementation": "static", "disable_compile": True}
-    return _static_cache(spec, device)
+    return static_cache(spec, device)
 
 
 def _once(engine, batch, inputs, cache: dict) -> tuple[list, float, float]:

@@ -8,7 +8,8 @@ On a GPU the processor's pixel work (rescale, normalize, cut into patches) runs 
 the CPU's, bit for bit. And (`engine.prepare_ahead`: auto) while one batch generates, a helper thread
 takes the next batch from the request stream and runs the processor on it, so the device does not wait
 for the CPU between batches. On one H100, 7B shape, 64 clips: with the processor on the CPU and no
-overlap the engine idled 12.8% of the job at 2.11 videos/s; with both, 3.9% at 2.41 videos/s
+overlap the engine idled 9.9-12.8% of the job; with both (and the first batch decoded while the engine
+loads: caption/runners/local.py), 0.7-0.8%, 16% more videos/s than without them in the same lease
 (docs/benchmarks.md). The processor on the CPU beside `generate` had doubled the time per output token
 (20 -> 41 ms: its threads and the GIL against the launch loop), so the overlap paid only once that work
 moved to the GPU. On a CPU the helper prepares the next batch after `generate` returns: there the
@@ -29,51 +30,9 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text
+from caption.engines.hf_generate import RowLengths, static_cache
 from caption.engines.spec import EngineSpec
 from families import get_family
-
-
-class _RowLengths:
-    """Per-row stopping for `generate` (a StoppingCriteria: a bool per row) plus a logits processor
-    that keeps end-of-sequence and stop tokens away from a row until it has its forced length, so
-    each forced row gets exactly n tokens; rows without one stop as usual (at most `cap` tokens).
-    Also notes when each step finished: TTFT and time per output token of a static batch."""
-
-    def __init__(self, torch, width: int, forced: list[int | None], cap: int, stop_ids: list[int]):
-        self.torch, self.width = torch, width
-        self.forced = torch.tensor([n if n is not None else 0 for n in forced])
-        self.limit = torch.tensor([n if n is not None else cap for n in forced])
-        self.stop_ids = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
-        self.step_times: list[float] = []
-
-    def stopping(self):
-        from transformers import StoppingCriteria
-
-        rows = self
-
-        class _Stop(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                rows.step_times.append(time.perf_counter())
-                return (input_ids.shape[1] - rows.width) >= rows.limit.to(input_ids.device)
-
-        return _Stop()
-
-    def logits_processor(self):
-        from transformers import LogitsProcessor
-
-        rows = self
-
-        class _HoldStops(LogitsProcessor):
-            def __call__(self, input_ids, scores):
-                if len(rows.stop_ids):
-                    short = (input_ids.shape[1] - rows.width) < rows.forced.to(scores.device)
-                    held = scores[:, rows.stop_ids.to(scores.device)]
-                    scores[:, rows.stop_ids.to(scores.device)] = rows.torch.where(
-                        short[:, None], rows.torch.full_like(held, -float("inf")), held)
-                return scores
-
-        return _HoldStops()
-
 
 
 def _with_adapters(model, adapters):
@@ -112,21 +71,6 @@ class _Prepared:
     prepare_s: float = 0.0
 
 
-def _static_cache(spec: EngineSpec, device: str) -> dict:
-    """`generate` keywords for engine.compile_static_cache: a static KV cache, which transformers compiles the
-    decode step for (generation/utils.py `_valid_auto_compile_criteria`; on a CPU only when told to). The cache
-    is as long as the longest request the plan sizes memory for, so batches after the first reuse its shape
-    (transformers keeps the longest length a cache had: `_prepare_static_cache`) and only a new batch size
-    compiles again. On one H100 (7B, 16 clips, 32 tokens) 18.3 -> 10.4 ms per token after 39 s compiling;
-    the static cache alone 21.7 ms (docs/benchmarks.md)."""
-    from transformers import CompileConfig
-
-    config = CompileConfig(fullgraph=False)
-    if device != "cuda":
-        config._compile_all_devices = True
-    return {"cache_implementation": "static", "compile_config": config, "max_cache_len": int(spec.hf["max_cache_len"])}
-
-
 class HfEngine:
     name = "hf"
 
@@ -161,7 +105,7 @@ class HfEngine:
         # auto: the processor's pixel work on the engine's device (caption/engines/options.py PROCESSOR_DEVICE)
         self.processor_device = self.device if spec.options.processor_device == "auto" else "cpu"
         self.sampling = spec.sampling
-        self.static_cache = _static_cache(spec, self.device) if spec.options.compile_static_cache else {}
+        self.static_cache = static_cache(spec, self.device) if spec.options.compile_static_cache else {}
         self.processor_kwargs = spec.processor_kwargs
         tok = self.processor.tokenizer
         self.stop_ids = [tok.convert_tokens_to_ids(s) for s in stop if s in tok.get_vocab()]
@@ -205,13 +149,13 @@ class HfEngine:
         self.model.set_adapter(adapter)
         return contextlib.nullcontext()
 
-    def _row_lengths(self, batch: list[Request], width: int, kwargs: dict) -> _RowLengths:
+    def _row_lengths(self, batch: list[Request], width: int, kwargs: dict) -> RowLengths:
         """Per-row lengths: forced rows get exactly their n (generation stops with the last row)."""
         forced = [r.forced_output_tokens for r in batch]
         stops = set(kwargs.get("eos_token_id") or []) | set(self.stop_ids)
         eos = self.model.generation_config.eos_token_id
         stops |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        rows = _RowLengths(self.torch, width, forced, self.sampling.max_new_tokens, sorted(stops))
+        rows = RowLengths(self.torch, width, forced, self.sampling.max_new_tokens, sorted(stops))
         if any(n is not None for n in forced):
             from transformers import LogitsProcessorList
 

@@ -1,4 +1,4 @@
-"""engine.compile_static_cache (caption/engines/hf_engine.py _static_cache): the transformers engine generates
+"""engine.compile_static_cache (caption/engines/hf_generate.py static_cache): the transformers engine generates
 with a static KV cache and its decode step compiled by torch.compile (on this CPU because the setting asks),
 with the default cache's captions; the settings it does not go with are refused before a model loads."""
 
