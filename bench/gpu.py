@@ -15,6 +15,9 @@ step that fails is reported and the next one runs):
                     batch 16, 64 forced tokens, three ways: the processor on the CPU with nothing prepared
                     ahead (the engine before issue 36), the processor on the GPU, and both with the next
                     batch prepared beside `generate` (the defaults); engine idle and videos/s of each
+  static-cache      engine.compile_static_cache: caption-bench compile --engine hf --model 7b (one batch, the
+                    time per token three ways), then the feed step's 7B job with the setting on, beside the
+                    feed rows run without it (the whole job: compiling against the faster steps)
   nf4               the job with the 7B shape on transformers, quant=nf4 (bitsandbytes, quantized while loading)
   rehearsal         the four tiers rehearsed on the one big card (gpu.cap_to_tier=true: memory capped to
                     each tier's, the speed is the big card's): the `caption` job with the 7B shape on
@@ -44,7 +47,7 @@ from bench.engines import DEFAULT_LENGTHS, SEED, engine_clips
 from bench.harness import BENCH_DATA, REPO_ROOT, bars, bench_model, clip_set, job_env, run_caption, write_results
 from quant.devices import detect_devices
 
-STEPS = ("nvdec-test", "decode", "engines", "feed", "nf4", "rehearsal", "nvdec-job", "prune")
+STEPS = ("nvdec-test", "decode", "engines", "feed", "static-cache", "nf4", "rehearsal", "nvdec-job", "prune")
 TIERS = ("t4", "l4", "a100", "h100")
 
 
@@ -147,6 +150,11 @@ def run_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
         steps.append(bench_step("prune-7b", ["prune", "--model", "7b", "--gpu", tier, "--n", str(args.n)], out))
     if "feed" not in skip:
         steps += feed_steps(args, tier)
+    if "static-cache" not in skip:
+        steps.append(bench_step("static-cache-batch", ["compile", "--engine", "hf", "--model", "7b", "--n", "16",
+                                                       "--tokens", "32", "--repeat", "1"], out))
+        steps.append(job_step("static-cache-job", feed_clips(args.n), out,
+                              [*feed_overrides(tier), "engine.compile_static_cache=true"]))
     if {"nf4", "rehearsal", "nvdec-job"} <= set(skip):
         return steps
     return steps + job_steps(args, tier, skip, vllm)
@@ -156,16 +164,23 @@ def run_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
 FEED_WAYS = (("cpu", "never"), ("auto", "never"), ("auto", "auto"))
 
 
+def feed_clips(n: int) -> Path:
+    """caption-synth's clips of 640x360: 2,016 video tokens each with the 7B preset's 16 frames."""
+    return clip_set("feed", n, SEED, size=(640, 360))
+
+
+def feed_overrides(tier: str) -> list[str]:
+    """The 7B job on transformers, batch 16, 64 forced tokens a clip."""
+    return [*bench_model("7b"), f"gpu={tier}", "gpu.cap_to_tier=true", "engine=hf", "engine.batch_size=16",
+            "sampling.max_new_tokens=64", "benchmark.output_tokens={median:64,sigma:0,min:64,max:64,seed:0}"]
+
+
 def feed_steps(args, tier: str) -> list[dict]:
-    """The 7B job on transformers three ways (FEED_WAYS), the same clips (caption-synth's, 640x360: 2,016
-    video tokens each with the 7B preset's 16 frames) and 64 forced tokens each."""
-    clips, steps = clip_set("feed", args.n, SEED, size=(640, 360)), []
-    common = [*bench_model("7b"), f"gpu={tier}", "gpu.cap_to_tier=true", "engine=hf", "engine.batch_size=16",
-              "sampling.max_new_tokens=64", "benchmark.output_tokens={median:64,sigma:0,min:64,max:64,seed:0}"]
-    for processor, ahead in FEED_WAYS:
-        steps.append(job_step(f"feed-processor-{processor}-ahead-{ahead}", clips, args.out,
-                              [*common, f"engine.processor_device={processor}", f"engine.prepare_ahead={ahead}"]))
-    return steps
+    """The 7B job on transformers three ways (FEED_WAYS), on the same clips."""
+    clips, common = feed_clips(args.n), feed_overrides(tier)
+    return [job_step(f"feed-processor-{processor}-ahead-{ahead}", clips, args.out,
+                     [*common, f"engine.processor_device={processor}", f"engine.prepare_ahead={ahead}"])
+            for processor, ahead in FEED_WAYS]
 
 
 def job_steps(args, tier: str, skip: dict[str, str], vllm: bool) -> list[dict]:
