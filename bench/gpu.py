@@ -1,4 +1,4 @@
-"""Everything docs/development.md lists for a GPU machine, in one go, into one report (needs an NVIDIA GPU).
+"""Every check docs/benchmarks.md ("On a GPU machine") asks of a GPU machine, in one go, into one report (needs an NVIDIA GPU).
 
     caption-bench gpu                      # the tier nvidia-smi's card is; report in data/bench/gpu
     caption-bench gpu --tier h100 --skip engines
@@ -242,5 +242,5 @@ def run(args) -> int:
     write_results(args.out, "gpu", {"tier": tier, "clips": args.n, "installed": versions, "skipped": skip,
                                     "steps": steps}, lines,
                   bars([s["step"] for s in jobs], {"videos/s": [s["videos_per_s"] for s in jobs]}, "videos/s (whole job)")
-                  if jobs else None, f"the GPU checks (docs/development.md) on one card, as tier {tier}")
+                  if jobs else None, f"the GPU checks (docs/benchmarks.md) on one card, as tier {tier}")
     return 0 if all(s["exit_code"] == 0 for s in steps) else 1
