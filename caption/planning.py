@@ -193,9 +193,9 @@ def check_static_cache(job: JobConfig, plan: Plan) -> None:
     (their quantizer says it is not compileable: transformers/quantizers/base.py `is_compileable`, and a static
     cache uncompiled is slower), not with LoRA adapters (each switch between batches would compile again)."""
     if (plan.hf or {}).get("quantization_config"):
-        raise ConfigError("`engine.compile_static_cache=true` does not go with quant=nf4: transformers does not compile "
-                          "bitsandbytes weights, and a static KV cache alone is slower (0.84x per token on one H100); "
-                          "drop one of them")
+        raise ConfigError(f"`engine.compile_static_cache=true` does not go with quant={plan.quantization['method']}: "
+                          "transformers does not compile bitsandbytes weights, and a static KV cache alone is slower "
+                          "(0.84x per token on one H100); drop one of them")
     if job.adapters:
         raise ConfigError("`engine.compile_static_cache=true` does not go with LoRA adapters: each switch between "
                           "adapters would compile the model again; drop the adapters or the setting")

@@ -54,8 +54,9 @@ def test_a_compiled_static_cache_gives_the_default_caches_captions(job_config, s
 
 
 def test_what_a_compiled_static_cache_does_not_go_with_is_refused_before_loading(compose_config, synth_dir, tmp_path):
-    with pytest.raises(ConfigError, match=r"does not go with quant=nf4: transformers does not compile bitsandbytes"):
-        _job(compose_config, synth_dir, tmp_path, "gpu=t4", "quant=nf4", "plan_only=true", "model=qwen2_5_vl_3b")
+    for method in ("nf4", "int8"):
+        with pytest.raises(ConfigError, match=rf"does not go with quant={method}: transformers does not compile bitsandb"):
+            _job(compose_config, synth_dir, tmp_path, "gpu=t4", f"quant={method}", "plan_only=true", "model=qwen2_5_vl_3b")
     with pytest.raises(ConfigError, match=r"does not go with LoRA adapters"):
         _job(compose_config, synth_dir, tmp_path, "lora=detailed")
     given = ["engine=vllm", "engine.compile_static_cache=true"]  # vLLM has its own compiled graphs
