@@ -1,4 +1,4 @@
-"""Every check docs/benchmarks.md ("On a GPU machine") asks of a GPU machine, in one go, into one report (needs an NVIDIA GPU).
+"""The GPU checks docs/benchmarks.md lists ("On a GPU machine"), in one go, into one report (needs an NVIDIA GPU).
 
     caption-bench gpu                      # the tier nvidia-smi's card is; report in data/bench/gpu
     caption-bench gpu --tier h100 --skip engines
