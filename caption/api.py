@@ -168,7 +168,9 @@ class Captioner:
 
     def caption(self, videos, output: str | os.PathLike | None = None, **settings) -> Iterator[dict]:
         """Caption a folder (crawled as the command does) or a list of files; yields each record as it
-        is written. Records go to `output` (resumed as the command resumes) or to a temporary file.
+        is written. Records go to `output` (resumed as the command resumes); without one, only to the
+        caller: the job keeps them meanwhile in a temporary file that goes when the Captioner closes, so
+        the summary names no file (`output` is None) and nothing resumes them.
         Settings given here apply to this call (the Captioner's own, then these); where they need
         another engine (another model, adapter set, dtype, quantization, engine option, sampling...),
         the loaded one is closed and that one loaded, so every record says the settings that made it."""
@@ -186,7 +188,7 @@ class Captioner:
         quiet = None if self.verbose else (lambda: _quiet(log))
         with _ctrl_c_stops_the_job():
             summary = yield from quiet_steps(self._job(cfg, pairs, [*self.overrides, *extra]), quiet)
-        self.summary = summary
+        self.summary = summary if output is not None else {**summary, "output": None}
         if summary.get("stopped") == "interrupted":
             raise KeyboardInterrupt
 

@@ -31,7 +31,14 @@ from caption.records import check_output, check_settings, check_summary
 from caption.runners import make_runner
 from caption.runners.base import Runner
 from caption.scoring import check_references
-from caption.sources import InputFolder, SourceIdentities, changed_files, legacy_videos, refuse_changed
+from caption.sources import (
+    InputFolder,
+    SourceIdentities,
+    changed_files,
+    legacy_videos,
+    made_from_another_file,
+    refuse_changed,
+)
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import no_videos_note, print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
@@ -151,7 +158,7 @@ def _check_sources(job: JobConfig, found: Videos, store: RecordStore, tally: Job
     misattributed = {video: why for video, why in changed.items() if video in captioned}
     if misattributed and not job.options.recaption_changed:
         refuse_changed(job.files().output, misattributed)
-    store.recaption(changed)
+    store.recaption(changed, made_from_another_file(job.files().input_dir, found))
     tally.recaptioned = sorted(changed)
     tally.legacy_videos = legacy_videos(found, store)
 
@@ -174,7 +181,7 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
 
 def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[Record]:
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
-    the file it was made from."""
+    the file it was made from (as its decoder read it: caption/sources.py)."""
     sources = SourceIdentities(job.files().input_dir, todo)
     folder = InputFolder(job.files().input_dir)
     runner.start(todo)
@@ -190,7 +197,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
             counted.add(record["video"])
             tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))
         with tally.clock("write"):
-            record["source"] = sources.of(record["video"])
+            record["source"] = sources.of(record)
             store.write(record)
             tally.count(record)
         if job.options.fail_fast and record["status"] == "error":

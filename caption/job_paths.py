@@ -4,6 +4,7 @@ JobOptions) and checked before anything loads."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,10 @@ from caption.schema import JobOptions
 class JobPaths:
     """What a job that captions reads and writes (a plan_only job has none of them)."""
     input_dir: Path
-    output: Path
+    output: Path  # the records file itself: where `output=` names a symbolic link, the file it leads to
     summary_path: Path
     references: Path | None  # score the captions against these after the job; None: no scoring
+    output_link: Path | None = None  # `output=` as given, where it is a symbolic link (the start lines say so)
 
 
 def _default_output() -> Path:
@@ -40,8 +42,13 @@ def io_paths(options: JobOptions) -> JobPaths:
     output = Path(options.output).expanduser() if options.output else _default_output()
     if not input_dir.is_dir():
         raise ConfigError(f"`input_dir={input_dir}` is not a folder")
+    link = None
+    if output.is_symlink():  # one records file, whatever name reaches it: lock, appends, tidies and
+        # renames act on the file itself, so a job through the link and one through the file exclude each
+        # other, and the link stays a link (os.replace onto its name would turn it into a plain file)
+        link, output = output, Path(os.path.realpath(output))
     if output.exists() and output.is_dir():
-        raise ConfigError(f"`output={output}` is a folder; give a file path such as captions.jsonl")
+        raise ConfigError(f"`output={link or output}` is a folder; give a file path such as captions.jsonl")
     # a folder that does not exist yet is made before anything loads (caption/job.py check_outputs), or
     # refused there in one line where its parent cannot take it
     summary = Path(options.summary_path or f"{output}.summary.json").expanduser()
@@ -54,4 +61,4 @@ def io_paths(options: JobOptions) -> JobPaths:
         if not references.is_file():
             raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
                               "or set references=null")
-    return JobPaths(input_dir, output, summary, references)
+    return JobPaths(input_dir, output, summary, references, link)

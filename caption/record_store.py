@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
 from vidcap_ko_outputs.record import Record, RecordKey, record_key, segment_index
@@ -52,6 +52,7 @@ class RecordStore:
     _failed: bool = False
     _replaced_videos: dict[str, str] = field(default_factory=dict)  # video -> why its earlier records go
     _untidy: bool = False  # a key has two records in the file (this run's retries, or a crash during one)
+    _stale: Callable[[Record], bool] = lambda record: True  # recaption: another settings' record of another file
 
     @classmethod
     def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False,
@@ -123,9 +124,12 @@ class RecordStore:
                 self.errors.discard(key)
                 self.redo[key] = why
 
-    def recaption(self, changed: dict[str, str]) -> None:
+    def recaption(self, changed: dict[str, str], stale: Callable[[Record], bool] = lambda record: True) -> None:
         """recaption_changed=true: the videos in `changed` (video -> what differs) are captioned anew; once
-        a video has a new record, all its earlier records move to the superseded file."""
+        a video has a new record, all its earlier records move to the superseded file: this job's, and
+        those of other settings (a file added to with add_beside=true) that `stale` says were made from
+        another file than the one there now (a record made from that file stays: it is still true)."""
+        self._stale = stale
         for video, why in changed.items():
             self.redo_records([k for k in (*self.ok, *self.errors) if k[0] == video], f"file changed: {why}")
             self.segments.pop(video, None)  # the new file's segments are found anew
@@ -204,8 +208,8 @@ class RecordStore:
         moved, keep = [], []
         for n, (start, line, record) in enumerate(lines):
             earlier = start < self._size_at_open
-            if earlier and record["video"] in self._replaced_videos and self.counts(record) \
-                    and self._has_new_record(record["video"]):
+            if earlier and record["video"] in self._replaced_videos and self._has_new_record(record["video"]) \
+                    and (self.counts(record) or self._stale(record)):
                 moved.append(record)
             elif last[(record_key(record), record.get("settings_id"))] == n and not self._dropped(record, earlier):
                 keep.append(line)

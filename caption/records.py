@@ -84,6 +84,13 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
     keep = f"or add overwrite=true to start afresh (the file is then kept, renamed to {path.stem}.<time>{path.suffix})"
     if overwrite:
         return
+    names = path.stat().st_nlink
+    if names > 1:  # the job tidies by writing a new file and renaming it onto this name: the other names
+        # would keep the old records while this one moves on, and a job through another name takes
+        # another lock. A symbolic link reaches the one file (caption/job_paths.py)
+        raise OutputRefused(f"`output={path}` has {names} names (hard links), and the job replaces the file when it "
+                            "tidies it, which would leave the other names with the old records: give it one "
+                            "name (a symbolic link is fine), choose another output=, " + keep)
     data = path.read_bytes()
     foreign = _first_foreign_line(data)
     end = data.rfind(b"\n") + 1
@@ -100,12 +107,14 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
 
 def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], add_beside: bool) -> None:
     """Refuse (OutputRefused, one line naming what differs) to resume into records made with other
-    settings than this job's, unless `add_beside`. Records of tasks or adapters this job does not
-    run are not its business. `settings`: this job's for a whole clip's records, and a segment's."""
+    settings than this job's, unless `add_beside` or the file holds this job's own records too (it was
+    added to beside them once: that choice holds for the file, so the job that made either resumes with
+    its own command). Records of tasks or adapters this job does not run are not its business.
+    `settings`: this job's for a whole clip's records, and a segment's."""
     path = Path(path)
     if add_beside or not path.exists() or path.stat().st_size == 0:
         return
-    other, example = 0, None
+    other, own, example = 0, 0, None
     with open(path, "rb") as f:
         for line in f:
             try:
@@ -116,7 +125,9 @@ def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], 
             if key in expected and not expected.owns(key, record):
                 other += 1
                 example = example or record
-    if other:
+            elif key in expected:
+                own += 1
+    if other and not own:
         from caption.fingerprint import differences
 
         what = "; ".join(differences(example.get("settings"), settings[expected_key(example)[2]]))

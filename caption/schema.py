@@ -231,8 +231,9 @@ class JobOptions:
     overwrite: bool = option(False, "start `output` afresh even though it exists; the old file is kept beside it, "
                                     "renamed <stem>.<UTC time><suffix>")
     add_beside: bool = option(False, "`output` holds records made with other settings (another model, engine, "
-                                     "sampling...): false refuses to resume into it, true adds this job's records "
-                                     "beside them (every record names its settings)")
+                                     "sampling...): false refuses to resume into it unless it holds this job's "
+                                     "own records too, true adds this job's records beside them (every record "
+                                     "names its settings)")
     fail_fast: bool = option(False, "stop at the first record that is an error (exit status 3)")
     retry_errors: bool = option(False, "with resume: run again the videos whose records are errors (each error "
                                        "record stays until its new record replaces it)")

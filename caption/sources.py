@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from caption.outcome import InputGone
 from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
 from caption.records import OutputRefused
-from video_io.identity import Identity, StrPath, compare, file_identity
+from vidcap_ko_outputs.record import Record
+from video_io.identity import Identity, StrPath, compare, file_identity, with_folder
 
 
 def changed_files(input_dir: Path, videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> dict[str, str]:
@@ -31,6 +32,13 @@ def changed_files(input_dir: Path, videos: Iterable[tuple[str, StrPath]], store:
                 changed[key] = why
                 break
     return changed
+
+
+def made_from_another_file(input_dir: Path, videos: Iterable[tuple[str, StrPath]]) -> Callable[[Record], bool]:
+    """Whether a record (of a found clip) names another file than the one under its name now: what
+    recaption_changed=true moves out with the job's own records (another settings' records beside them)."""
+    paths = dict(videos)
+    return lambda record: compare(record.get("source"), paths[record["video"]], input_dir) is not None
 
 
 def legacy_videos(videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> int:
@@ -51,13 +59,21 @@ def refuse_changed(output: Path, changed: dict[str, str]) -> None:
 
 
 class SourceIdentities:
-    """Each captioned clip's `source`, worked out once per video (a long video's segments share it)."""
+    """Each record's `source`: the identity of the file its decoder read (video_io/identity.py OpenedFile,
+    carried in the record from the decoder), with the folder it was found in. A record no decoder
+    spoke for (the decoder died or hung on the clip) gets the file's identity now, worked out once per
+    video (a long video's segments share it)."""
 
     def __init__(self, input_dir: Path, videos: Iterable[tuple[str, StrPath]]):
         self.input_dir, self.paths = input_dir, {key: path for key, path in videos}
         self._known: dict[str, Identity | None] = {}
 
-    def of(self, video: str) -> Identity | None:
+    def of(self, record: Record) -> Identity | None:
+        """`record`'s source, taken out of it (the caller puts it back, last, with its folder)."""
+        read = record.pop("source", None)
+        if read is not None:
+            return with_folder(read, self.input_dir)
+        video = record["video"]
         if video not in self._known:
             path = self.paths.get(video)
             self._known[video] = None if path is None else file_identity(path, self.input_dir)

@@ -163,6 +163,10 @@ def start_notes(job: JobConfig, output: Path, records: int) -> list[str]:
     """What the user should know before the job starts (warnings about captions are the plan's): a plan
     this runner runs only part of, a disk too small for the records to come."""
     notes = _space_notes(output, records)
+    link = job.files().output_link
+    if link is not None:
+        notes.append(f"output={link} is a symbolic link: the job writes the file it leads to, {output} (its lock, "
+                     "summary and tidying too), and leaves the link as it is")
     if job.runner.name == "local" and job.plan.replicas > 1:
         notes.append(f"the plan has {job.plan.replicas} engines of {job.plan.tensor_parallel_size} GPU(s) each; "
                      "runner=local runs one of them: runner=ray runs them all")

@@ -16,6 +16,7 @@ command can run again.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
@@ -27,6 +28,7 @@ from caption_export.read import DEFAULT_TASK, ExportError, Loaded, load, one_set
 from caption_report.data import resolve_input_dir
 from eval.records import NONE_LABEL
 from vidcap_ko_outputs.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
+from vidcap_ko_outputs.record import settings_labels
 from vidcap_ko_outputs.writing import WriteFailed, check_can_write, remove_quietly, write_whole, writing
 
 PROG = "caption-export"
@@ -108,7 +110,7 @@ def _subtitle_records(args, loaded: Loaded) -> tuple[list[dict], list[dict], str
     if not ok:
         raise ExportError(f"{loaded.path}: no ok record to make subtitles of (task {task}, adapter {adapter}: "
                           f"{len(errors)} error record(s))")
-    one_settings(loaded.path, ok)
+    one_settings(loaded.path, ok, settings_labels(loaded.records))
     return ok, errors, task, adapter
 
 
@@ -155,30 +157,47 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
     return done, notes
 
 
-def changed_videos(records: list[dict], input_dir: Path) -> dict[str, str]:
-    """{video: what differs} for the videos whose file in `input_dir` is not the one their records were made
-    from (their `source`: video_io/identity.py). A file not there cannot be checked, nor mislead: left alone."""
+def changed_records(records: list[dict], input_dir: Path) -> dict[int, str]:
+    """{record's line: what differs} for the records whose file in `input_dir` is not the one they were made
+    from (their `source`: video_io/identity.py), each record checked on its own: records of one video
+    made with other settings may name other files (add_beside=true). A file not there cannot be checked,
+    nor mislead: left alone."""
     from video_io.identity import compare
 
-    changed = {}
+    changed, known = {}, {}
     for record in records:
-        video = record["video"]
-        path = input_dir / video
-        if video in changed or not path.is_file():
-            continue
-        why = compare(record.get("source"), path, input_dir)
-        if why is not None:
-            changed[video] = why
+        path = input_dir / record["video"]
+        checked = (record["video"], json.dumps(record.get("source"), sort_keys=True))
+        if checked not in known:
+            known[checked] = compare(record.get("source"), path, input_dir) if path.is_file() else None
+        if known[checked] is not None:
+            changed[record["_line"]] = known[checked]
+    return changed
+
+
+def changed_videos(records: list[dict], input_dir: Path) -> dict[str, str]:
+    """{video: what differs} for the videos with a record changed_records finds (the first one's reason)."""
+    changed: dict[str, str] = {}
+    why = changed_records(records, input_dir)
+    for record in records:
+        if record["_line"] in why:
+            changed.setdefault(record["video"], why[record["_line"]])
     return changed
 
 
 def export_table(args, loaded: Loaded) -> tuple[dict, list[str]]:
     chosen = select(loaded, args.task, args.adapter, args.settings)
     out = args.out or loaded.path.with_name(f"{loaded.path.stem}.{args.format}")
-    table = T.rows(chosen)
+    input_dir, _ = resolve_input_dir(loaded.path, args.input_dir)
+    changed = changed_records(chosen, input_dir) if input_dir.is_dir() else {}
+    table = T.rows(chosen, settings_labels(loaded.records), changed)
     write_all({out: T.FORMATS[args.format](table)}, f"{TABLES[args.format]} file", args.overwrite, loaded.path)
     errors = [r for r in chosen if r["status"] != "ok"]
-    return {"files": 1, "rows": len(table), "out": out, "errors": errors}, []
+    notes = []
+    if changed:
+        notes.append(f"{len(changed)} row(s) made from another file than the one under their name in {input_dir} "
+                     "(column changed_since_captioning says what differs)")
+    return {"files": 1, "rows": len(table), "out": out, "errors": errors}, notes
 
 
 def summary_line(args, done: dict, loaded: Loaded) -> str:

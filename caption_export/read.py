@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.records import NONE_LABEL, read_text
-from vidcap_ko_outputs.record import RECORD_PREFIX, is_record
+from vidcap_ko_outputs.record import RECORD_PREFIX, is_record, settings_labels
 
 DEFAULT_TASK = "caption"
 
@@ -98,17 +98,21 @@ def select(loaded: Loaded, task: str | None, adapter: str | None, settings_id: s
     if not chosen:
         have = sorted({(label(r.get("task", DEFAULT_TASK)), label(r.get("adapter")), label(r.get("settings_id")))
                        for r in loaded.records})
-        listed = "; ".join(f"--task {t} --adapter {a} --settings {s}" for t, a, s in have[:6])
+        labels = settings_labels(loaded.records)
+        listed = "; ".join(f"--task {t} --adapter {a} --settings {s}" + (f" ({labels[s]})" if s in labels else "")
+                           for t, a, s in have[:6])
         raise ExportError(f"{loaded.path}: no record matches --task {task or 'any'} --adapter {adapter or 'any'}"
                           f"{f' --settings {settings_id}' if settings_id else ''}; the file has: {listed}"
                           f"{'; ...' if len(have) > 6 else ''}")
     return chosen
 
 
-def one_settings(path: Path, records: list[dict]) -> None:
+def one_settings(path: Path, records: list[dict], labels: dict[str, str]) -> None:
     """Subtitles show one caption per moment: refuse (ExportError) records made with several settings
-    (a file the job added to with add_beside=true), naming the --settings that picks one."""
+    (a file the job added to with add_beside=true), naming the --settings that picks each and what it is
+    (`labels`: vidcap_ko_outputs/record.py settings_labels of the whole file)."""
     made = sorted({label(r.get("settings_id")) for r in records})
     if len(made) > 1:
+        choices = " or ".join(f"--settings {m} ({labels.get(m, 'settings not recorded')})" for m in made)
         raise ExportError(f"{path}: the selected records were made with {len(made)} different settings; "
-                          f"choose one with {' or '.join(f'--settings {m}' for m in made)}")
+                          f"choose one with {choices}")

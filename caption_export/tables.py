@@ -28,6 +28,8 @@ COLUMNS = (
     ("engine", str, lambda r: r.get("engine")),
     ("model", str, lambda r: r.get("model")),
     ("settings_id", str, lambda r: r.get("settings_id")),
+    # what the record's settings have that the file's other settings do not (add_beside=true files)
+    ("settings_label", str, lambda r: r.get("_settings_label")),
     ("frames", int, lambda r: r.get("frames")),
     ("frame_times", "times", lambda r: r.get("frame_times")),
     ("finish_reason", str, lambda r: r.get("finish_reason")),
@@ -35,6 +37,9 @@ COLUMNS = (
     ("generate_s", float, lambda r: r.get("generate_s")),
     ("flags", "json", lambda r: r.get("flags")),
     ("settings", "json", lambda r: r.get("settings")),
+    ("source", "json", lambda r: r.get("source")),  # the file it was made from: video_io/identity.py
+    # what differs where the file under the video's name now is not that file (empty: the same, or not found)
+    ("changed_since_captioning", str, lambda r: r.get("_changed")),
     ("line", int, lambda r: r.get("_line")),  # where the record is in the records file
 )
 NAMES = tuple(name for name, _, _ in COLUMNS)
@@ -55,13 +60,20 @@ def _typed(kind, value):
     return json.dumps(value, ensure_ascii=False)
 
 
-def rows(records: list[dict]) -> list[dict]:
-    """One row per record, sorted by video, task, adapter, settings and segment."""
+def rows(records: list[dict], labels: dict[str, str] | None = None, changed: dict[int, str] | None = None) -> list[dict]:
+    """One row per record, sorted by video, task, adapter, settings and segment. `labels`: each settings_id's
+    label (vidcap_ko_outputs/record.py settings_labels); `changed`: record line -> what differs in its file."""
+    labels, changed = labels or {}, changed or {}
+
     def order(r):
         return (r["video"], str(r.get("task", DEFAULT_TASK)), str(r.get("adapter") or ""),
                 str(r.get("settings_id") or ""), segment_of(r) if segment_of(r) is not None else -1)
 
-    return [{name: _typed(kind, take(r)) for name, kind, take in COLUMNS} for r in sorted(records, key=order)]
+    def row(r):
+        known = {"_settings_label": labels.get(r.get("settings_id")), "_changed": changed.get(r.get("_line"))}
+        return {name: _typed(kind, take({**r, **known})) for name, kind, take in COLUMNS}
+
+    return [row(r) for r in sorted(records, key=order)]
 
 
 def csv_bytes(table: list[dict]) -> bytes:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
+from video_io.identity import Identity, OpenedFile
 from video_io.segmenting import SegmentInfo, SegmentSpec, plan_video, segment_infos
 
 
@@ -26,6 +27,9 @@ class DecodeResult:
     segment: SegmentInfo | None = None  # one segment of a long video; None: the whole clip
     last: bool = True  # the path's last result (a segmented video sends one per segment)
     scan_s: float = 0.0  # seconds spent finding the video's segments (on each of its segments' results)
+    # the file the frames were read from, as the decoder opened it (video_io/identity.py OpenedFile); None
+    # where no decoder said (one that died or hung: the job takes the file's identity when it writes)
+    source: Identity | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,8 +107,15 @@ def _peak_rss_mib() -> float | None:
 def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None, decode_fn=decode_clip,
                 progress: Callable[[], None] | None = None) -> Iterator[DecodeResult | SegmentPlan]:
     """What a worker sends for one path: the whole clip's result; or, for a video `segments` splits,
-    its SegmentPlan and then one result per segment, frames sampled inside the segment (its window)."""
+    its SegmentPlan and then one result per segment, frames sampled inside the segment (its window).
+
+    Each result names the file it was read from (`source`: its identity when opened, before any byte was
+    decoded). A file that is not that file any more once the frames are out (replaced or written to while
+    it was read) gives no frames but an error saying so, as do the segments after it: what was read may
+    be either file's bytes, and no record may name one file for the other's frames."""
     started = time.perf_counter()
+    opened = OpenedFile.open(path)
+    source = None if opened is None else opened.identity
     plan = None
     if segments is not None and segments.mode != "none":
         try:
@@ -112,19 +123,43 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
         except Exception as exc:  # DecodeError: why the file cannot be read; else a library's surprise
             detail = str(exc) if isinstance(exc, DecodeError) else \
                 f"unexpected decoder error: {traceback.format_exception_only(type(exc), exc)[-1].strip()}"
-            yield DecodeResult(path, None, f"finding its segments: {detail}", time.perf_counter() - started)
+            yield DecodeResult(path, None, f"finding its segments: {detail}", time.perf_counter() - started,
+                               source=source)
             return
     if plan is None:
-        yield _decode_to_result(path, spec, decode_fn)
+        yield _checked(_decode_to_result(path, spec, decode_fn), opened)
         return
     scan_s = time.perf_counter() - started
     parts = segment_infos(plan)
     yield SegmentPlan(path, parts, scan_s)
+    changed = None if opened is None else opened.changed(path)  # the shots were found in this file?
     for index, part in enumerate(parts):
-        result = _decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn)
+        if changed is None:
+            result = _checked(_decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn),
+                              opened)
+            changed = None if result.ok or opened is None else opened.changed(path)
+        else:  # changed while an earlier segment (or the search for shots) read it: not read again
+            result = DecodeResult(path, None, _changed_error(changed), 0.0, source=source)
         result.segment = part
         result.last, result.scan_s = index == len(parts) - 1, scan_s
         yield result
+
+
+def _checked(result: DecodeResult, opened: OpenedFile | None) -> DecodeResult:
+    """`result` naming the file opened, or an error where the path leads elsewhere now (module docstring
+    of video_io/identity.py): checked after the frames are out, so nothing read after the check."""
+    if opened is None:
+        return result
+    result.source = opened.identity
+    changed = opened.changed(result.path)
+    if changed is not None:
+        result.clip, result.error = None, _changed_error(changed)
+    return result
+
+
+def _changed_error(changed: str) -> str:
+    return (f"the file changed while it was read ({changed}): no caption is kept for frames that may be "
+            "either file's; run the job again to caption the file there now")
 
 
 DECODER_PROCESS_NAME = "vidcap-decoder"  # what `ps -e`, `top` and /proc/<pid>/comm call a decoder process

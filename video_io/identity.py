@@ -11,6 +11,14 @@ which differ between any two recordings) and 8 pieces of 4 KiB spread between th
 file, whatever its size. Comparing is cheaper still: a file whose size and modification time (to the nanosecond) are those
 recorded, in the same folder, is the same file without reading it (the rule rsync and make use); only a
 file that moved or was touched is read, and it is the same file when its size and fingerprint are.
+
+The identity a record carries is taken by the decoder, where the bytes are read (OpenedFile): when it
+opens the file, before decoding, and checked once the frames are out. A clip re-exported while the job
+runs (copied and renamed into place: another inode; or rewritten in place: another size or modification
+time) between those two moments is never captioned under either file's identity: its record is an error
+saying it changed while it was read, and the next run captions the file there then. Taking the identity
+later, when the record is written, would name the new file for the old file's frames: decoders read
+ahead of the engine, by seconds on a GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import hashlib
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +41,24 @@ PIECES, PIECE_BYTES = 8, 4096  # hashed between the ends, evenly spread
 
 def fingerprint(path: StrPath, size: int | None = None) -> str:
     """The fingerprint of a regular file's bytes (module docstring); OSError if it cannot be read."""
-    h = hashlib.blake2b(digest_size=16)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks on a FIFO put in its place
     try:
-        size = os.fstat(fd).st_size if size is None else size
-        h.update(str(size).encode() + b"\x1f")
-        if size <= 2 * EDGE_BYTES + PIECES * PIECE_BYTES:
-            h.update(os.pread(fd, size, 0))
-        else:
-            h.update(os.pread(fd, EDGE_BYTES, 0))
-            middle = size - 2 * EDGE_BYTES - PIECE_BYTES
-            for k in range(PIECES):
-                h.update(os.pread(fd, PIECE_BYTES, EDGE_BYTES + middle * k // (PIECES - 1)))
-            h.update(os.pread(fd, EDGE_BYTES, size - EDGE_BYTES))
+        return _fingerprint_open(fd, os.fstat(fd).st_size if size is None else size)
     finally:
         os.close(fd)
+
+
+def _fingerprint_open(fd: int, size: int) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(size).encode() + b"\x1f")
+    if size <= 2 * EDGE_BYTES + PIECES * PIECE_BYTES:
+        h.update(os.pread(fd, size, 0))
+    else:
+        h.update(os.pread(fd, EDGE_BYTES, 0))
+        middle = size - 2 * EDGE_BYTES - PIECE_BYTES
+        for k in range(PIECES):
+            h.update(os.pread(fd, PIECE_BYTES, EDGE_BYTES + middle * k // (PIECES - 1)))
+        h.update(os.pread(fd, EDGE_BYTES, size - EDGE_BYTES))
     return h.hexdigest()
 
 
@@ -54,15 +66,64 @@ def file_identity(path: StrPath, input_dir: StrPath) -> Identity | None:
     """`source` for a record made from `path` (found in `input_dir`): size, modification time and
     fingerprint; None when it is not a regular file that can be read (a FIFO, a dangling link, a file
     gone or unreadable: the decoder says what is wrong with it, in its own error record)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
+    opened = OpenedFile.open(path)
+    return None if opened is None else with_folder(opened.identity, input_dir)
+
+
+def with_folder(identity: Identity, input_dir: StrPath) -> Identity:
+    """A decoder's identity of a file (OpenedFile.identity) as a record's `source`: with the folder the
+    clip was found in, which only the job knows."""
+    return {"input_dir": _folder(os.fspath(input_dir)), **identity}
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    """A file as a decoder opened it: `identity`, what its records carry (size, modification time,
+    fingerprint; the folder is added by the job: with_folder), and what tells whether its path still
+    leads to those bytes once they are read (`changed`)."""
+
+    identity: Identity
+    stat_key: tuple[int, int, int, int]  # device, inode, size, modification time (ns)
+
+    @classmethod
+    def open(cls, path: StrPath) -> "OpenedFile | None":
+        """The file at `path` now, stat and fingerprint taken through one descriptor (so both describe the
+        same file, whatever is renamed onto the path meanwhile); None when it is not a regular file that
+        can be read (the decoder says what is wrong with it, in its own error)."""
+        try:  # nothing but a regular file is opened (a device under a clip's name is never touched)
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks on a FIFO put in its place
+        except OSError:
             return None
-        digest = fingerprint(path, st.st_size)
-    except OSError:
-        return None
-    return {"input_dir": _folder(os.fspath(input_dir)), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "modified": _utc(st.st_mtime_ns), "fingerprint": digest}
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            digest = _fingerprint_open(fd, st.st_size)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        identity = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "modified": _utc(st.st_mtime_ns),
+                    "fingerprint": digest}
+        return cls(identity, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+    def changed(self, path: StrPath) -> str | None:
+        """None while `path` leads to the file opened (same inode, size and modification time: nothing
+        renamed onto it, nothing written into it), else what it is now, in words."""
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return f"it was {describe(self.identity)}; it is now gone ({exc.strerror})"
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self.stat_key:
+            return None
+        if (st.st_dev, st.st_ino) != self.stat_key[:2]:
+            now = "another file put in its place"
+        else:
+            now = "the same file, written to"
+        return (f"it was {describe(self.identity)}; it is now {now}, "
+                f"{describe({'size': st.st_size, 'modified': _utc(st.st_mtime_ns)})}")
 
 
 def compare(recorded: object, path: StrPath, input_dir: StrPath) -> str | None:
@@ -93,7 +154,8 @@ def describe(identity: Identity) -> str:
     """A file's identity in words: `1,234,567 bytes, modified 2026-11-20 10:00:03 UTC, in /data/day1`."""
     size = identity.get("size")
     size = f"{size:,} bytes" if isinstance(size, int) else "of unknown size"
-    return f"{size}, modified {identity.get('modified', '?')}, in {identity.get('input_dir', '?')}"
+    folder = f", in {identity['input_dir']}" if "input_dir" in identity else ""
+    return f"{size}, modified {identity.get('modified', '?')}{folder}"
 
 
 @functools.lru_cache(maxsize=64)  # one folder for every clip of a job: 30,000 compares, one lookup

@@ -133,6 +133,8 @@ def result_record(result: Result, job: JobConfig) -> Record:
     })
     if "scan_s" in r.context:  # finding the video's segments (shot detection), shared by its segments
         record["scan_s"] = round(r.context["scan_s"], 4)
+    if "source" in r.context:  # the file the decoder read; the job adds its folder (caption/sources.py)
+        record["source"] = r.context["source"]
     optional = {"ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
                 "tpot_s": None if result.tpot_s is None else round(result.tpot_s, 5),
                 # from the clip's frames reaching the engine side to this record

@@ -94,9 +94,10 @@ class RequestIntake(RequestStream):
         if segment is not None and segment.index == 0:
             self.tally.scan_s += result.scan_s
         clip = result.clip
+        read_from = {"source": result.source} if result.source is not None else {}  # the file the decoder read
         if clip is None:  # not decoded: result.error says why
             self.refused.append(Refusal(key, f"decode: {result.error}", segment,
-                                        {"decode_s": round(result.seconds, 4)}))
+                                        {"decode_s": round(result.seconds, 4), **read_from}))
             return []
         self.tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
@@ -104,12 +105,14 @@ class RequestIntake(RequestStream):
         why = refusal(len(clip.frames), metadata, self.limits, budget)
         if why is not None:
             self.refused.append(Refusal(key, f"refused before generation: {why}", segment,
-                                        {"decode_s": round(clip.decode_seconds, 4), "decoder": clip.backend}))
+                                        {"decode_s": round(clip.decode_seconds, 4), "decoder": clip.backend,
+                                         **read_from}))
             return []
         frames = apply_ablation(clip, job.ablation)
         context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
                    "frames": len(frames), "backend": clip.backend, "notes": clip.notes,
-                   "queued_at": time.perf_counter(), **({"scan_s": result.scan_s} if segment is not None else {})}
+                   "queued_at": time.perf_counter(), **({"scan_s": result.scan_s} if segment is not None else {}),
+                   **read_from}
         index = None if segment is None else segment.index
         # the requests hold the frames; nothing else here may keep them alive
         return [Request(key=video, task=task, adapter=adapter, prompt=build_prompt(job.model.family, task),

@@ -58,7 +58,8 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_the_commands_records(t
             two = [r["video"] for r in captioner.caption([{str(clips / 'clip_00002.mp4')!r},
                                                           {str(clips / 'clip_00000.mp4')!r}])]
             summary = captioner.summary
-        print(json.dumps({{"streamed": streamed, "two": sorted(two), "status": summary["exit_status"]}}))
+        print(json.dumps({{"streamed": streamed, "two": sorted(two), "status": summary["exit_status"],
+                          "output": summary["output"]}}))
     """))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path,
                           timeout=600)
@@ -67,6 +68,7 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_the_commands_records(t
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["streamed"] == cli_captions and result["status"] == 0
     assert result["two"] == ["clip_00000.mp4", "clip_00002.mp4"]
+    assert result["output"] is None  # the records were the call's only: no file is named that the close removes
     assert "Traceback" not in done.stderr and "Loading safetensors" not in done.stdout + done.stderr  # in the log
 
 

@@ -180,7 +180,9 @@ def test_records_made_with_several_settings_need_a_choice(capsys, tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", [record("a.mp4", "첫 설정", settings_id="aaaa", frame_times=[0, 1.0]),
                                               record("a.mp4", "둘째 설정", settings_id="bbbb", frame_times=[0, 1.0])])
     code, _, err = export(capsys, path, "--format", "vtt")
-    assert code == EXIT_USAGE and "--settings aaaa or --settings bbbb" in err
+    # the same `settings`, other ids (another prompt or adapter): each choice says so, with its id
+    assert code == EXIT_USAGE and "--settings aaaa (the same settings, another prompt or adapter weights (aaaa)) or " \
+        "--settings bbbb (" in err
     code, _, err = export(capsys, path, "--format", "vtt", "--settings", "bbbb")
     assert code == 0, err
     assert [c.text for c in webvtt.read(str(tmp_path / "c-vtt" / "a.vtt"))] == ["둘째 설정"]

@@ -224,3 +224,92 @@ def test_resumes_and_retries_say_what_the_output_holds(tmp_path, broken_three, c
     last = _run_job(compose_config, vllm_engine, *args, "retry_errors=true")
     assert last["exit_status"] == EXIT_FAILED_RECORDS  # bad1 and bad3 fail again; bad2 is not the job's concern
     assert last["captions_failed"] == 2 and last["errors_from_earlier_runs"] == 0
+
+
+def _reexport(path, by) -> None:
+    """A clip re-exported in place, as editors and sync tools do: a copy beside it renamed onto its name."""
+    shutil.copy(by, f"{path}.partial")
+    os.replace(f"{path}.partial", path)
+
+
+@pytest.mark.slow
+def test_clips_replaced_while_the_job_runs_keep_the_identity_of_the_bytes_captioned(tmp_path, synth_dir,
+                                                                                     compose_config, hf_engine):
+    """The issue's race: six clips, clips 1-5 re-exported once the first record is out. The decoders had
+    read them all by then (one batch of six), so their records must name the old files, and a run with
+    recaption_changed=true must caption the new ones: at the end every record is the caption of the file
+    there now, as a fresh job over the same files writes it."""
+    from caption.job import job_records
+
+    folder, out = tmp_path / "clips", tmp_path / "o.jsonl"
+    folder.mkdir()
+    for i in range(6):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder / f"C{i:04d}.MP4")
+    read = {p.name: file_identity(p, folder) for p in folder.iterdir()}
+    args = [f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null"]
+    size, hf_engine.batch_size = hf_engine.batch_size, 8  # one batch: every clip decoded before a record
+    try:
+        stream = job_records(compose_config(args), engine=hf_engine)
+        next(stream)
+        for i in range(1, 6):  # each gets the next clip's pictures (the last the first's)
+            _reexport(folder / f"C{i:04d}.MP4", synth_dir / f"clip_{(i + 1) % 6:05d}.mp4")
+        with pytest.raises(StopIteration):
+            while True:
+                next(stream)
+        first = {r["video"]: r for r in _records(out)}
+        assert len(first) == 6 and all(r["status"] == "ok" for r in first.values())
+        assert all(r["source"] == read[video] for video, r in first.items())  # the files read, not those there now
+
+        again = _run_job(compose_config, hf_engine, *args, "recaption_changed=true", "retry_errors=true")
+        assert again["exit_status"] == EXIT_OK and again["videos_recaptioned_changed"] == 5
+        fresh = _run_job(compose_config, hf_engine, *args[:1], f"output={tmp_path / 'fresh.jsonl'}", *args[2:])
+        assert fresh["exit_status"] == EXIT_OK
+    finally:
+        hf_engine.batch_size = size
+    now = {r["video"]: r for r in _records(out)}
+    expected = {r["video"]: r for r in _records(tmp_path / "fresh.jsonl")}
+    assert sorted(now) == sorted(expected)
+    assert any(first[v]["caption"] != expected[v]["caption"] for v in expected)  # else the test proves nothing
+    for video, record in now.items():
+        assert record["caption"] == expected[video]["caption"]
+        assert record["source"] == file_identity(folder / video, folder)
+
+
+@pytest.mark.slow
+def test_an_output_reached_through_a_link_is_one_output(tmp_path, broken_three, compose_config, hf_engine, capsys):
+    """A symbolic link to the records file: the same lock as the file's name, tidies and renames act on the
+    file and the link stays a link. A hard link (two names of one file) is refused: tidying replaces the
+    file under one name only."""
+    from caption.job import check_outputs
+    from caption.output_lock import OutputBusy, OutputLock
+    from caption.planning import load_planned_job
+    from caption.records import OutputRefused
+
+    real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(real.name)  # relative, dangling until the first record
+    args = [f"input_dir={broken_three}", "engine=hf"]
+    with OutputLock.acquire(real):  # a job writing real.jsonl
+        with pytest.raises(OutputBusy, match="being written by another job"):
+            check_outputs(load_planned_job(compose_config([*args, f"output={link}"])))
+
+    assert _run_job(compose_config, hf_engine, *args, f"output={link}")["exit_status"] == EXIT_FAILED_RECORDS
+    assert f"output={link} is a symbolic link: the job writes the file it leads to, {real}" in capsys.readouterr().out
+    summary = _run_job(compose_config, hf_engine, *args, f"output={link}", "retry_errors=true")  # rewrites the file
+    assert summary["exit_status"] == EXIT_FAILED_RECORDS and summary["output"] == str(real)
+    assert link.is_symlink() and os.readlink(link) == real.name and real.is_file() and not real.is_symlink()
+    assert sorted(r["video"] for r in _records(real)) == ["bad1.mp4", "bad2.mp4", "bad3.mp4", "clip_00000.mp4"]
+    beside = {p.name for p in tmp_path.iterdir() if p.name.startswith(("real", "link"))}
+    assert {"link.jsonl", "real.jsonl", "real.jsonl.summary.json"} <= beside  # the summary beside the file
+    assert not any(name.endswith(".lock") or name.startswith("link.jsonl.") for name in beside)  # no lock left
+
+    assert _run_job(compose_config, hf_engine, *args, f"output={link}", "overwrite=true")["exit_status"] == \
+        EXIT_FAILED_RECORDS
+    [kept] = tmp_path.glob("real.*-*.jsonl")  # the earlier records, renamed: the file's name, not the link's
+    assert len(_records(kept)) == 4 and link.is_symlink() and os.readlink(link) == real.name
+
+    os.link(real, tmp_path / "hard.jsonl")
+    before = real.read_bytes()
+    for name in ("hard.jsonl", "real.jsonl"):
+        with pytest.raises(OutputRefused, match="has 2 names \\(hard links\\)"):
+            check_outputs(load_planned_job(compose_config([*args, f"output={tmp_path / name}"])))
+    assert real.read_bytes() == before

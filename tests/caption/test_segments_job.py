@@ -10,6 +10,7 @@ import pytest
 
 from caption.job import run_job
 from caption.records import OutputRefused
+from video_io.identity import file_identity
 
 SEGMENT_FIELDS = ("segment_index", "segments", "start_s", "end_s")
 
@@ -109,6 +110,8 @@ def test_the_transformers_engine_captions_segments_too(long_dir, compose_config,
     assert summary["exit_status"] == 0 and summary["segments_run"] == len(records) == 3
     assert [r["segment_index"] for r in sorted(records, key=lambda r: r["start_s"])] == [0, 1, 2]
     assert all(r["engine"] == "hf" and r["caption"] and r["end_s"] > r["start_s"] for r in records)
+    read = file_identity(folder / "long_00000.mp4", folder)  # each segment names the file its decoder read
+    assert all(r["source"] == read for r in records)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ import pytest
 from bench.server import server_process
 from caption.config import REPO_ROOT
 from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
+from video_io.identity import file_identity
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
@@ -146,6 +147,7 @@ def test_records_are_the_servers_own_answers_and_the_key_is_written_nowhere(vllm
     settings = records[0]["settings"]
     assert settings["server"] == vllm_server.url and settings["served_model"] == SERVED
     assert "model_path" not in settings and "dtype" not in settings  # the server's, not this machine's
+    assert all(r["source"] == file_identity(clips / r["video"], clips) for r in records)  # as the decoders read them
     decoded = _decoded(compose_config, clips)
     for record in records:
         clip = decoded[record["video"]]

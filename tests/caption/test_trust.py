@@ -175,3 +175,54 @@ def test_the_review_page_shows_flagged_captions_and_the_jobs_warnings(tmp_path):
     flagged, clean = dom.clips
     assert "flagged" in flagged["text"] and "undecodable text: 2 U+FFFD" in flagged["text"]
     assert "flagged" not in clean["text"] and "1 captions flagged" in dom.ids["totals"]["text"]
+
+
+@pytest.mark.slow
+def test_an_output_holding_two_settings_reads_true(compose_config, two_clips_with_references, tmp_path, synth_dir,
+                                                   vllm_engine, hf_engine, capsys):
+    """Records of two settings in one file (add_beside=true): each job resumes it with its own command; a
+    clip re-exported and captioned anew with recaption_changed=true takes every settings' record of the old
+    file out; the exports name each settings by what differs and check each record against its file."""
+    import csv
+    import os
+
+    from caption_export.cli import main as export_main
+
+    folder, out = two_clips_with_references, tmp_path / "o.jsonl"
+    base = [f"input_dir={folder}", f"output={out}", "progress=false", "video.workers=0"]
+    assert run_job(compose_config(base), engine=vllm_engine)["exit_status"] == 0
+    assert run_job(compose_config([*base, "engine=hf", "add_beside=true"]), engine=hf_engine)["exit_status"] == 0
+    for change, engine in (([], vllm_engine), (["engine=hf"], hf_engine)):  # each resumes with its own command
+        again = run_job(compose_config([*base, *change]), engine=engine)
+        assert again["exit_status"] == 0 and again["videos_skipped_resume"] == 2 and again["videos_run"] == 0
+
+    shutil.copy(synth_dir / "clip_00004.mp4", folder / "partial")  # clip 0 re-exported: other pictures
+    os.replace(folder / "partial", folder / "clip_00000.mp4")
+    assert run_job(compose_config([*base, "recaption_changed=true"]), engine=vllm_engine)["exit_status"] == 0
+    now = _records(out)
+    superseded = _records(tmp_path / "o.superseded.jsonl")
+    assert sorted((r["video"], r["engine"]) for r in superseded) == [("clip_00000.mp4", "hf"), ("clip_00000.mp4", "vllm")]
+    assert sorted((r["video"], r["engine"]) for r in now) == \
+        [("clip_00000.mp4", "vllm"), ("clip_00001.mp4", "hf"), ("clip_00001.mp4", "vllm")]
+
+    capsys.readouterr()
+    assert export_main([str(out), "--format", "vtt", "--out", str(tmp_path / "vtt")]) == 2
+    refused = capsys.readouterr().err
+    ids = {r["engine"]: r["settings_id"] for r in now}
+    assert f"--settings {ids['hf']} (engine=hf)" in refused and f"--settings {ids['vllm']} (engine=vllm)" in refused
+
+    assert export_main([str(out), "--format", "csv", "--out", str(tmp_path / "t.csv")]) == 0
+    rows = list(csv.DictReader((tmp_path / "t.csv").read_text(encoding="utf-8").splitlines()))
+    assert {(row["video"], row["settings_label"]) for row in rows} == \
+        {("clip_00000.mp4", "engine=vllm"), ("clip_00001.mp4", "engine=hf"), ("clip_00001.mp4", "engine=vllm")}
+    assert all(json.loads(row["source"])["size"] == (folder / row["video"]).stat().st_size for row in rows)
+    assert not any(row["changed_since_captioning"] for row in rows)
+
+    shutil.copy(synth_dir / "clip_00005.mp4", folder / "clip_00001.mp4")  # replaced again, not captioned yet
+    assert export_main([str(out), "--format", "csv", "--out", str(tmp_path / "t2.csv"), "--input-dir",
+                        str(folder)]) == 0
+    rows = list(csv.DictReader((tmp_path / "t2.csv").read_text(encoding="utf-8").splitlines()))
+    changed = {row["video"]: row["changed_since_captioning"] for row in rows if row["changed_since_captioning"]}
+    assert list(changed) == ["clip_00001.mp4"] and changed["clip_00001.mp4"].startswith("it was")
+    assert sum(bool(row["changed_since_captioning"]) for row in rows) == 2
+    assert "2 row(s) made from another file" in capsys.readouterr().err
