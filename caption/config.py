@@ -54,6 +54,20 @@ register_resolvers()
 
 
 @dataclass(frozen=True)
+class ForeignFootage:
+    """A model that knows only one kind of footage over a folder that holds some (`known`, the clips its
+    references.jsonl describes as that kind) and maybe other clips: `warning` goes into each other clip's
+    records (caption/pipeline/record.py), decided per clip (caption/planning.py foreign_footage)."""
+
+    kind: str
+    known: frozenset[str]
+    warning: str
+
+    def warns(self, video: str) -> bool:
+        return video not in self.known
+
+
+@dataclass(frozen=True)
 class ModelSettings:
     name: str
     family: str
@@ -98,6 +112,7 @@ class JobConfig:
     segment_settings: dict[str, Any] | None = None
     settings_ids: SettingsIds | None = None
     caption_warnings: tuple[str, ...] = ()  # plan warnings about the captions: every record carries them
+    foreign_footage: ForeignFootage | None = None  # a folder mixing the model's footage with other clips
     engine_spec: EngineSpec | None = None  # what the engine is given (caption/planning.py engine_spec)
 
     @property

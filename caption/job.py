@@ -40,7 +40,7 @@ from caption.sources import (
     refuse_changed,
 )
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
-from caption.terminal import no_videos_note, print_job_start, resume_notes, start_notes
+from caption.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
 from vidcap_ko_outputs.record import Record, record_key
 from vidcap_ko_outputs.writing import WriteFailed, check_writable, writing
@@ -172,7 +172,8 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
     todo = pending if job.options.limit is None else pending[: job.options.limit]
     tally.videos_found, tally.videos_skipped, tally.videos_todo = len(videos), len(videos) - len(pending), len(todo)
     tally.requests_todo = sum(not store.done(k) for key, _ in todo for k in keys[key])
-    notes = start_notes(job, job.files().output, tally.requests_todo) + resume_notes(videos, todo, store, tally)
+    notes = [*start_notes(job, job.files().output, tally.requests_todo), *foreign_footage_notes(job, videos),
+             *resume_notes(videos, todo, store, tally)]
     if not videos and job.files().input_dir is not None:  # a wrong folder, most likely: say what it holds
         notes.append(no_videos_note(job.files().input_dir))
     print_job_start(job, len(videos), len(todo), tally.videos_skipped, notes)

@@ -12,7 +12,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from caption.config import ConfigError, JobConfig, load_job_config
+from caption.config import ConfigError, ForeignFootage, JobConfig, load_job_config
 from caption.engines.spec import EngineSpec
 from caption.fingerprint import adapter_identities, job_settings
 from caption.generation import sampling_warnings
@@ -24,7 +24,7 @@ from quant.devices import detect_devices, resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
 from video_io.decode import DecodeSpec
-from video_io.footage_kind import footage_kind
+from video_io.footage_kind import REFERENCES_FILE, videos_of_kind
 
 
 def total_ram_gib() -> float:
@@ -136,7 +136,8 @@ def plan_job(job: JobConfig) -> JobConfig:
         raise ConfigError(f"the plan does not fit: {' '.join(plan.reasons)}")
     # warnings about the captions themselves go into every record too (JobConfig.caption_warnings)
     sampler = "vllm" if plan.engine == "server" else plan.engine  # a server samples as vLLM does (docs/server.md)
-    caption_warnings = [*sampling_warnings(job.sampling, sampler), *foreign_footage_warnings(job)]
+    folder_warnings, footage = foreign_footage(job)
+    caption_warnings = [*sampling_warnings(job.sampling, sampler), *folder_warnings]
     plan.warnings.extend(caption_warnings)
     plan.warnings.extend(speculation_warnings(job, plan))
     model = dataclasses.replace(job.model, path=str(plan.model_path or job.model.path), dtype=plan.dtype)
@@ -150,7 +151,7 @@ def plan_job(job: JobConfig) -> JobConfig:
                              "on the GPU beside the engine's share (gpu.gpu_memory_utilization); if clips fail "
                              "for GPU memory, lower video.workers")
     planned = dataclasses.replace(job, plan=plan, model=model, decode_workers=workers,
-                                  caption_warnings=tuple(caption_warnings))
+                                  caption_warnings=tuple(caption_warnings), foreign_footage=footage)
     planned = dataclasses.replace(planned, engine_spec=engine_spec(planned))
     if job.options.plan_only:  # no records to label
         return planned
@@ -162,14 +163,23 @@ def plan_job(job: JobConfig) -> JobConfig:
     return dataclasses.replace(planned, settings=settings, segment_settings=segment_settings, settings_ids=ids)
 
 
-def foreign_footage_warnings(job: JobConfig) -> list[str]:
+REAL_CHECKPOINT = "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"
+
+
+def foreign_footage(job: JobConfig) -> tuple[list[str], ForeignFootage | None]:
     """A checkpoint that knows only one kind of footage (the embedded model: caption-synth's clips) pointed at
-    another folder."""
+    other clips: a warning for every record where the folder shows none of its kind; where it shows some
+    (its references describe them), a warning for the records of each other clip (ForeignFootage)."""
     trained_on = job.model.trained_on
-    if trained_on is None or job.paths is None or footage_kind(job.paths.input_dir) == trained_on:
-        return []
-    return [f"{job.model.name} knows only {trained_on} clips: on this folder its captions will be nonsense. "
-            "For real footage pass a real checkpoint, e.g. model=qwen2_5_vl_7b model.path=/models/Qwen2.5-VL-7B-Instruct"]
+    if trained_on is None or job.paths is None:
+        return [], None
+    known = videos_of_kind(job.paths.input_dir, trained_on)
+    if not known:
+        return [f"{job.model.name} knows only {trained_on} clips: on this folder its captions will be nonsense. "
+                f"{REAL_CHECKPOINT}"], None
+    return [], ForeignFootage(trained_on, known, f"{job.model.name} knows only {trained_on} clips, and this clip is "
+                                                  f"not one ({REFERENCES_FILE} does not describe it as such): its "
+                                                  f"caption will be nonsense. {REAL_CHECKPOINT}")
 
 
 def speculation_warnings(job: JobConfig, plan: Plan) -> list[str]:

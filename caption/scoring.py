@@ -83,10 +83,13 @@ def meteor_lines(summary: dict, items: str) -> list[str]:
     left out; or why there is none."""
     if summary.get("meteor_error"):
         return [f"not computed: {summary['meteor_error']}"]
+    from eval.scope import unscored
+
     lines = []
     for entry in summary.get("meteor_scores") or []:
         who = "" if entry["adapter"] is None else f"adapter {entry['adapter']}: "
         score = "-" if entry["meteor"] is None else entry["meteor"]
         lines.append(f"{who}{score} over {entry['n']} captioned {items} of {entry['references']} "
-                     f"({entry['missing']} not captioned, {entry['errors']} failed; field {entry['field']})")
+                     f"({entry['missing']} not captioned, {entry['errors']} failed{unscored(entry)}; "
+                     f"field {entry['field']})")
     return lines

@@ -173,6 +173,18 @@ def start_notes(job: JobConfig, output: Path, records: int) -> list[str]:
     return notes
 
 
+def foreign_footage_notes(job: JobConfig, videos: list) -> list[str]:
+    """A folder mixing the model's kind of footage with other clips (caption/planning.py foreign_footage):
+    how many of the clips found are not of its kind, said before they are captioned."""
+    footage = job.foreign_footage
+    other = [key for key, _ in videos if footage is not None and footage.warns(key)]
+    if not other:
+        return []
+    return [f"{len(other)} of {len(videos)} clips (e.g. '{other[0]}') are not {footage.kind} clips ({job.model.name} "
+            f"knows only those, and the folder's references describe only {len(footage.known)} clip(s) as such): their "
+            "captions will be nonsense, and their records say so"]
+
+
 def no_videos_note(input_dir: Path) -> str:
     """Why a folder gave no clips: what it holds instead, and what the crawl takes (video_io/crawl.py)."""
     others = other_suffixes(input_dir)

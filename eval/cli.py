@@ -12,7 +12,8 @@ beside the score.  Predictions for videos not in REFS are reported as
 ``extra``.  Prints a table; the last line is JSON::
 
     {"meteor": <corpus, null if nothing is captioned>, "n": <scored>, "missing": <no record>,
-     "errors": <error record>, "extra": <not in REFS>, "references": <reference items>, "field": <list used>}
+     "errors": <error record>, "extra": <not in REFS>, "extra_captioned": <of them ok>,
+     "references": <reference items>, "field": <list used>}
 
 Bad input (missing file, malformed JSON, missing fields, empty references,
 ambiguous records, a task without references) prints one line naming file and
@@ -119,7 +120,7 @@ def run(args) -> dict:
     width = max(len(k) for k, _ in scored["table"])
     for k, v in scored["table"]:
         print(f"{k:<{width}}  {v}")
-    return {k: scored[k] for k in ("meteor", "n", "missing", "errors", "extra", "references", "field")}
+    return {k: scored[k] for k in ("meteor", "n", "missing", "errors", "extra", "extra_captioned", "references", "field")}
 
 
 def write_per_item(path: Path, scored) -> None:

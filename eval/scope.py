@@ -97,15 +97,25 @@ class Scope:
     variants: list[tuple[str, str]] = field(default_factory=list)  # (adapter, task) pairs scored
 
     def counts(self) -> dict:
-        """The figures printed beside the score: scored (n), not captioned (missing), failed (errors)."""
+        """The figures printed beside the score: scored (n), not captioned (missing), failed (errors), and
+        the records the references have no item for (extra; extra_captioned: those with a caption)."""
         return {"n": len(self.scored), "missing": len(self.missing), "errors": len(self.errors),
-                "extra": len(self.extra), "references": len(self.references)}
+                "extra": len(self.extra), "extra_captioned": sum(p.status == "ok" for p in self.extra),
+                "references": len(self.references)}
 
     def over(self, items: str = "clips") -> str:
-        """The score's scope in words: "2 captioned clips of 4 (2 not captioned, 0 failed)"."""
+        """The score's scope in words: "2 captioned clips of 4 (2 not captioned, 0 failed)", and the captions
+        it leaves out for want of references ("; 8 more captioned, no references: not scored")."""
         c = self.counts()
         return (f"{c['n']} captioned {items} of {c['references']} ({c['missing']} not captioned, "
-                f"{c['errors']} failed)")
+                f"{c['errors']} failed{unscored(c)})")
+
+
+def unscored(counts: dict) -> str:
+    """The captions a score leaves out because the references have no item for them, in words ('' if none):
+    a folder mixing clips with references and clips without, or a file holding other clips' records."""
+    n = counts.get("extra_captioned") or 0
+    return f"; {n} more captioned, no references: not scored" if n else ""
 
 
 def scope_of(preds: list[Prediction], pred_path: Path, refs_path: Path, *, adapter: str | None = None,

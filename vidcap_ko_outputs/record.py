@@ -41,11 +41,11 @@ def settings_labels(records: list[Record]) -> dict[str, str]:
     file holding records made with several settings (add_beside=true): `frames=16 uniform, ...; sampling=
     greedy`, only the keys whose values differ. One settings, or settings equal in every key (the prompt's
     instruction or an adapter's weights differ: not in `settings`), get what they are known by otherwise."""
-    made: dict[str, dict] = {}
+    made: dict[str, dict[str, Any]] = {}
     for record in records:
-        sid = record.get("settings_id")
+        sid, settings = record.get("settings_id"), record.get("settings")
         if isinstance(sid, str) and sid not in made:
-            made[sid] = record.get("settings") if isinstance(record.get("settings"), dict) else {}
+            made[sid] = settings if isinstance(settings, dict) else {}
     if len(made) < 2:
         return {sid: "the only settings in the file" for sid in made}
     keys = list(dict.fromkeys(k for settings in made.values() for k in settings))

@@ -26,3 +26,25 @@ def footage_kind(folder: Path) -> str | None:
     if isinstance(first, dict) and _SYNTH_ATTRIBUTES <= set(first.get("attributes") or {}):
         return SYNTH
     return None
+
+
+def videos_of_kind(folder: Path, kind: str) -> frozenset[str]:
+    """The clips of `folder` its references.jsonl describes as `kind` footage (each line's `video`; a long
+    video's scenes each have a line), so that a folder mixing them with other clips is judged per clip.
+    Empty where the file is missing or unreadable, or the kind is not one a folder can show."""
+    if kind != SYNTH:
+        return frozenset()
+    videos = set()
+    try:
+        with open(Path(folder) / REFERENCES_FILE, encoding="utf-8") as refs:
+            for line in refs:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("video"), str) \
+                        and _SYNTH_ATTRIBUTES <= set(entry.get("attributes") or {}):
+                    videos.add(entry["video"])
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    return frozenset(videos)

@@ -92,8 +92,15 @@ def base_record(job: JobConfig, video: str, task: str, adapter: str | None,
             "caption": None, "error": None, "model": job.model.name, "engine": job.engine,
             "settings_id": job.settings_ids[(task, adapter, segmented)],
             "settings": job.segment_settings if segmented else job.settings,
-            **_references_field(job, adapter),
-            **({"warnings": list(job.caption_warnings)} if job.caption_warnings else {})}
+            **_references_field(job, adapter), **_warnings(job, video)}
+
+
+def _warnings(job: JobConfig, video: str) -> dict[str, list[str]]:
+    """What the plan warned about the captions, and about this clip's (caption/planning.py foreign_footage)."""
+    warnings = list(job.caption_warnings)
+    if job.foreign_footage is not None and job.foreign_footage.warns(video):
+        warnings.append(job.foreign_footage.warning)
+    return {"warnings": warnings} if warnings else {}
 
 
 def _references_field(job: JobConfig, adapter: str | None) -> dict[str, str]:

@@ -159,3 +159,31 @@ def test_references_meteor_cannot_read_are_said_before_the_captions(tmp_path, fo
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"caption: warning: METEOR will not be computed: {refs}:1: malformed JSON" in done.stderr
     assert summary["captions_ok"] == 1 and summary["meteor_error"].startswith(f"{refs}:1: malformed JSON")
+
+
+def test_a_folder_mixing_known_and_real_clips_is_warned_and_scored_per_clip(tmp_path, four_clips, compose_config,
+                                                                            hf_engine, capsys):
+    """caption-synth clips with their references beside a real clip the references do not list: only the
+    real clip's record says its caption is nonsense (the model knows caption-synth's clips), the start
+    lines count it, and the METEOR line names the captioned clip it could not score."""
+    from caption.job import run_job
+    from tests.video_io.real_footage import sample_clips
+
+    (four_clips / "a_real.mp4").write_bytes((sample_clips() / "carphone_pristine.mp4").read_bytes())
+    out = tmp_path / "o.jsonl"
+    args = [f"input_dir={four_clips}", f"output={out}", "engine=hf", "progress=false", "video.workers=0"]
+    summary = run_job(compose_config([*args, "limit=3"]), engine=hf_engine)  # the real clip and two known ones
+    said = capsys.readouterr().out
+    records = {r["video"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    assert sorted(records) == ["a_real.mp4", "clip_00000.mp4", "clip_00001.mp4"]
+    assert any("this clip is not one" in w and "nonsense" in w for w in records["a_real.mp4"]["warnings"])
+    assert all(not records[v].get("warnings") for v in ("clip_00000.mp4", "clip_00001.mp4"))
+    assert "1 of 5 clips (e.g. 'a_real.mp4') are not caption-synth clips" in said
+    [entry] = summary["meteor_scores"]
+    assert (entry["n"], entry["missing"], entry["extra_captioned"]) == (2, 2, 1)
+    assert "over 2 captioned clips of 4 (2 not captioned, 0 failed; 1 more captioned, no references: not scored;" \
+        in said
+
+    summary = run_job(compose_config(args), engine=hf_engine)  # resumed: all five
+    said = capsys.readouterr().out
+    assert "over 4 captioned clips of 4 (0 not captioned, 0 failed; 1 more captioned, no references" in said

@@ -68,14 +68,14 @@ def test_scores_counts_and_last_line_json(capsys, files):
     rc, out, err = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
     assert rc == 0, err
     res = last_json(out)
-    assert set(res) == {"meteor", "n", "missing", "errors", "extra", "references", "field"}
+    assert set(res) == {"meteor", "n", "missing", "errors", "extra", "extra_captioned", "references", "field"}
     assert (res["n"], res["missing"], res["errors"], res["extra"], res["references"]) == (2, 1, 1, 1, 4)
     # the score is over the captions that exist: the error and the missing video are counted beside it
     expected = meteor_score(["a man walks in the park", "cars at night"],
                             [REFS[0]["references"], REFS[2]["references"]], tokenizer="whitespace")
     assert res["meteor"] == pytest.approx(expected["meteor"], abs=1e-12)
     for word in ("not captioned (no record)", "d.mp4", "failed (error records)", "b.mp4", "extra predictions",
-                 "clips/z.mp4", "corpus METEOR", "over 2 captioned references of 4 (1 not captioned, 1 failed)",
+                 "clips/z.mp4", "corpus METEOR", "over 2 captioned references of 4 (1 not captioned, 1 failed; 1 more captioned, no references: not scored)",
                  "mean segment METEOR", "precision", "recall", "fragmentation penalty"):
         assert word in out
 
@@ -167,7 +167,7 @@ def test_empty_prediction_file_has_no_score(capsys, tmp_path, files):
     pred = tmp_path / "empty.jsonl"
     pred.write_text("\n", encoding="utf-8")
     rc, out, _ = run_cli(capsys, pred, refs, "--tokenizer", "whitespace")
-    assert rc == 0 and last_json(out) == {"meteor": None, "n": 0, "missing": 4, "errors": 0, "extra": 0,
+    assert rc == 0 and last_json(out) == {"meteor": None, "n": 0, "missing": 4, "errors": 0, "extra": 0, "extra_captioned": 0,
                                           "references": 4, "field": "references"}
     assert "no reference has an ok caption" in out
 
