@@ -67,8 +67,8 @@ class EngineDied(Exception):
 
 class EngineDidNotLoad(EngineDied):
     """The engine could not load its model at the job's start (a damaged weights file, a model type the
-    installed transformers does not know, memory): nothing was captioned, and running again changes
-    nothing until what the message names is mended."""
+    installed transformers does not know, memory, a library not installed): nothing was captioned, and
+    running again changes nothing until what the message names is mended."""
 
 
 class FailFast(Exception):

@@ -14,7 +14,7 @@ from caption.engines.base import StageClock
 from caption.outcome import exit_status, interrupts
 from caption.records import keep_existing
 from caption.scoring import score_captions
-from caption.sweep import write_result
+from caption.sweep import RESULT_FILE, run_dir, write_result
 from caption.terminal import print_plan, print_summary
 from vidcap_ko_outputs.record import record_key
 from vidcap_ko_outputs.writing import WriteFailed, write_whole, writing
@@ -29,6 +29,7 @@ class JobTally:
     videos_skipped: int = 0  # already had records (resume)
     videos_todo: int = 0  # videos this job set out to caption (after resume and limit)
     videos_written: set = field(default_factory=set)  # videos that got at least one record in this job
+    videos_captioned: set = field(default_factory=set)  # ... at least one ok record: what the speed counts
     requests_ok: int = 0
     requests_error: int = 0
     requests_flagged: int = 0  # ok, with undecodable text removed (the record's flags)
@@ -81,6 +82,7 @@ class JobTally:
             if record["status"] != "ok":
                 self.segments_failed.add(part)
         if record["status"] == "ok":
+            self.videos_captioned.add(record["video"])
             self.requests_ok += 1
             self.requests_flagged += bool(record.get("flags"))
             self.prompt_tokens += record.get("prompt_tokens") or 0
@@ -113,6 +115,11 @@ class JobTally:
         now = time.perf_counter()
         gen_wall = (self.generation_ended or now) - (self.generation_started or self.started)
         videos_run = len(self.videos_written)  # an interrupted job ran fewer than it set out to
+        # the speed is over what was captioned: a clip that only got an error record (a broken file) took no
+        # generation, and counting it made a trial of one broken clip report hundreds of videos/s. Nothing
+        # captioned: no speed (None), not a rate of zero over a wall that generated nothing
+        captioned = len(self.videos_captioned)
+        measured = gen_wall > 0 and self.requests_ok > 0
         engine_stats = dict(engine_stats)
         engine_stages = engine_stats.pop("engine_stages_s", None)
         # None where no engine ran in this process (runner=ray: the engines are actors elsewhere, and a
@@ -123,7 +130,8 @@ class JobTally:
             "settings": job.settings,  # the records this summary describes are those made with these
             "tasks": list(job.options.tasks), "output": str(job.files().output),
             "videos_found": self.videos_found, "videos_skipped_resume": self.videos_skipped,
-            "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_failed": len(self.failures),
+            "videos_todo": self.videos_todo, "videos_run": videos_run, "videos_captioned": captioned,
+            "videos_failed": len(self.failures),
             "captions_ok": self.requests_ok, "captions_flagged": self.requests_flagged,
             "captions_failed": self.requests_error,
             # long videos split into segments (video.segments): each segment is captioned as a clip is
@@ -131,9 +139,9 @@ class JobTally:
             "segments_run": len(self.segments_written), "segments_failed": len(self.segments_failed),
             "scan_s_total": round(self.scan_s, 2),
             "wall_s": round(now - self.started, 2), "generation_wall_s": round(gen_wall, 2),
-            "videos_per_s": round(videos_run / gen_wall, 3) if gen_wall > 0 else None,
+            "videos_per_s": round(captioned / gen_wall, 3) if measured else None,  # videos_captioned per second
             "output_tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
-            "output_tokens_per_s": round(self.output_tokens / gen_wall, 1) if gen_wall > 0 else None,
+            "output_tokens_per_s": round(self.output_tokens / gen_wall, 1) if measured else None,
             "decode_s_total": round(self.decode_s, 2),
             # runner=ray decodes in actors sized by runner.decode_cpus, not in this process's pool
             "decode_workers": job.decode_workers if job.runner.name == "local" else None,
@@ -223,20 +231,64 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     for warning in summary["run_warnings"]:
         console.warn(f"caption: warning: {warning}")
     summary["exit_status"] = exit_status(summary)
-    _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary)
+    folder = run_dir()  # the command's run folder (runs/<date>/<time>/): its result.json holds this summary too
+    summary["run_result"] = str(folder / RESULT_FILE) if folder is not None else None
+    if not _saved(write_result, {"plan": job.plan.to_dict(), "summary": summary}, summary=summary):
+        summary["run_result"] = None
     summary_path = job.files().summary_path
-    saved = _saved(_replace_summary, summary, summary_path, summary=summary)
+    saved = _saved(_replace_summary, summary, summary_path, job.options.overwrite, summary=summary)
     print_summary(summary, summary_path, full=job.options.verbose, saved=saved)
     return summary
 
 
-def _replace_summary(summary: dict, path) -> None:
-    """Save the summary; an earlier one at that path (a run before this resume, or before overwrite)
-    is kept beside it under a timestamped name, never overwritten."""
-    kept = keep_existing(path)
-    if kept is not None:
-        summary["previous_files_kept_as"] = [*(summary.get("previous_files_kept_as") or []), str(kept)]
+def _replace_summary(summary: dict, path, overwrite: bool) -> None:
+    """Save the summary in place of an earlier one at that path (a run before this resume, or before
+    overwrite), which is kept beside it under a timestamped name where replacing it would lose what it
+    says (_says_what_nothing_else_keeps)."""
+    if _says_what_nothing_else_keeps(Path(path), overwrite):
+        kept = keep_existing(path)
+        if kept is not None:
+            summary["previous_files_kept_as"] = [*(summary.get("previous_files_kept_as") or []), str(kept)]
     save_summary(summary, path)
+
+
+def _says_what_nothing_else_keeps(path: Path, overwrite: bool) -> bool:
+    """Whether the file at `path` would be lost for good if this job's summary replaced it. A job run again
+    and again over the same output (a nightly run over a growing folder, resumes after stops) would
+    otherwise pile up a dated copy per run. Not lost: the summary of a run that wrote no record (the
+    records, and the summary replacing it, say all it said), and one whose run folder's result.json
+    (`run_result`) still holds it. Kept: a file that is not such a summary, and whatever stood there
+    when overwrite=true started afresh (it goes with the records file moved aside)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    if overwrite:
+        return True
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True
+    if not isinstance(earlier, dict):
+        return True
+    if earlier.get("captions_ok") == 0 and earlier.get("captions_failed") == 0:  # absent (older summaries): kept
+        return False
+    return not _held_in_run_folder(earlier)
+
+
+def _held_in_run_folder(summary: dict) -> bool:
+    """Whether the result.json `summary` names still holds it: a run folder reused since
+    (hydra.run.dir=... given twice) or removed holds it no more."""
+    where = summary.get("run_result")
+    if not where:
+        return False
+    try:
+        held = json.loads(Path(where).read_text(encoding="utf-8")).get("summary")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+    def own(s: dict) -> dict:  # the summary beside the output also names the copies made as it was saved
+        return {k: v for k, v in s.items() if k != "previous_files_kept_as"}
+
+    return isinstance(held, dict) and own(held) == own(summary)
 
 
 def _saved(save, *args, summary: dict) -> bool:

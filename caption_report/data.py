@@ -39,11 +39,18 @@ class ClipEntry:
 
     @property
     def key(self) -> str:
-        """What the page calls the entry: the video, with the segment's times for a segment."""
+        """The entry's own name (its thumbnails' key): the video, with the segment's index for a segment."""
+        return self.video if self.segment is None else f"{self.video} [segment {self.segment[0]}]"
+
+    @property
+    def title(self) -> str:
+        """What the page calls the entry: the video, with the segment's times for a segment, in tenths of a
+        second as the page shows every time (records keep them to the microsecond: `[0-2.94167 s]` read as
+        noise). Two segments may share a title, never a key."""
         if self.segment is None:
             return self.video
-        index, start, end = self.segment
-        return f"{self.video} [{start:g}-{end:g} s]"
+        _, start, end = self.segment
+        return f"{self.video} [{start:.1f}-{end:.1f} s]"
 
     @property
     def status(self) -> str:

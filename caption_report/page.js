@@ -171,10 +171,11 @@
       node.style.width = at(b - a);
       return node;
     };
+    const s1 = (s) => s.toFixed(1);  // times in tenths, as the header and each segment's title show them
     t.seg.forEach(([a, b, ok], k) => bar.append(span("seg " + (ok ? "ok" : "error"), a, b,
-      `segment ${k}: ${a}-${b} s${ok ? "" : " (failed)"}`)));
-    for (const [a, b, why] of t.gap) bar.append(span("gap " + why, a, b, `${a}-${b} s left out: ${why}`));
-    for (const c of t.cuts) bar.append(span("cut", c, c, `cut at ${c} s`));
+      `segment ${k}: ${s1(a)}-${s1(b)} s${ok ? "" : " (failed)"}`)));
+    for (const [a, b, why] of t.gap) bar.append(span("gap " + why, a, b, `${s1(a)}-${s1(b)} s left out: ${why}`));
+    for (const c of t.cuts) bar.append(span("cut", c, c, `cut at ${s1(c)} s`));
     box.append(bar);
     return box;
   }

@@ -23,7 +23,7 @@ DEFAULT_PAGE_SIZE = 50
 def clip_payload(clip: ClipEntry, thumbs: dict | None, placeholders: dict[str, int]) -> dict:
     records = [shown_record(r) for r in clip.records]
     scores = [r["meteor"] for r in records if "meteor" in r]
-    out = {"v": clip.key, "s": clip.status, "r": records}
+    out = {"v": clip.title, "s": clip.status, "r": records}
     if clip.segment is not None:  # which video's timeline the entry belongs under
         out["vid"] = clip.video
     if scores:

@@ -94,6 +94,24 @@ def install_import_hook() -> None:
         sys.meta_path.insert(0, _TorchvisionImportHook())
 
 
+def install_line(torch_version: str) -> str:
+    """The command that installs the torchvision built for `torch_version` (torch's own, e.g. "2.13.0+cpu",
+    "2.11.0+cu130") beside it, leaving torch as it is (`--no-deps`: torchvision pins one torch exactly):
+    torchvision 0.(N+15) goes with torch 2.N (0.28 with 2.13). A torch built for one CUDA takes the build for
+    it from PyTorch's index; a CPU torch takes PyPI's, a CUDA build, which imports beside it with this shim
+    (what `make setup` and tests/setup/test_wheel_install.py do)."""
+    release, _, build = torch_version.partition("+")
+    major, minor = (release.split(".") + ["", ""])[:2]
+    if major != "2" or not minor.isdigit():
+        return "pip install --no-deps torchvision, the release built for this torch"
+    pin = f"pip install --no-deps 'torchvision==0.{int(minor) + 15}.*'"
+    if build == "cpu":
+        return f"{pin} && python -m vidcap_ko_setup.torchvision_shim install"
+    if build.startswith(("cu", "rocm")):
+        return f"{pin} --index-url https://download.pytorch.org/whl/{build}"
+    return pin  # PyPI's torch: PyPI's torchvision of the same release is built for the same CUDA
+
+
 def install(site_packages: Path | None = None) -> Path:
     """Copy this module into site-packages and add a .pth that activates it at start-up."""
     site = Path(site_packages or sysconfig.get_paths()["purelib"])

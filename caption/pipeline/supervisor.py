@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -9,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
 from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure
+from vidcap_ko_setup.torchvision_shim import install_line
 from video_io.decoder_process import main_script_hidden
 
 if TYPE_CHECKING:
@@ -29,10 +33,11 @@ def load_engine(job: JobConfig) -> Engine:
 def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidNotLoad,
                            trace_at: str | None = None) -> Engine:
     """load_engine, or `failed` saying in one line why the model did not load (a damaged or incomplete
-    weights file, a model type the installed transformers does not know, memory): the job then ends with
-    its summary and exit status 4, not as a bug. The traceback goes to sys.stderr, which is the job's log
-    while the terminal is quiet (caption/console.py); `trace_at` says where it lands when that is elsewhere
-    (a Ray actor's output, which Ray passes on to the job's log)."""
+    weights file, a model type the installed transformers does not know, memory, a library not installed)
+    and what to do about it: the job then ends with its summary and exit status 4, not as a bug. The
+    traceback goes to sys.stderr, which is the job's log while the terminal is quiet (caption/console.py);
+    `trace_at` says where it lands when that is elsewhere (a Ray actor's output, which Ray passes on to
+    the job's log)."""
     try:
         return load_engine(job)
     except Exception as exc:
@@ -52,7 +57,10 @@ def _load_failed_message(job: JobConfig, exc: Exception, trace_at: str | None) -
         return (f"the server engine could not start: {cause} ({trace}): check that engine.base_url "
                 f"({server.get('base_url')}) answers")
     path = job.engine_spec.model_path if job.engine_spec is not None else job.model.path
-    if isinstance(exc, MemoryError) or "out of memory" in cause.lower():  # torch's OutOfMemoryError says so
+    missing = _missing_package(exc)
+    if missing is not None:  # the environment, not the checkpoint: remaking it would change nothing
+        what = _install_hint(missing)
+    elif isinstance(exc, MemoryError) or "out of memory" in cause.lower():  # torch's OutOfMemoryError says so
         what = ("the GPU's memory did not hold it: see what else holds the GPU (nvidia-smi), or plan for less "
                 "(gpu.gpu_memory_utilization, gpu.max_num_seqs, a quantized model with quant=...)"
                 if job.gpu.get("device") == "cuda" else
@@ -60,6 +68,43 @@ def _load_failed_message(job: JobConfig, exc: Exception, trace_at: str | None) -
     else:
         what = "check that folder (config.json, and every weights file whole) and model.path, or make the checkpoint again"
     return f"the {job.engine} engine could not load the model {path}: {cause} ({trace}): {what}"
+
+
+# transformers' requires_backends (transformers/utils/import_utils.py), e.g. for a video processor without
+# torchvision: "Qwen2VLVideoProcessor requires the Torchvision library but it was not found in your environment"
+_LIBRARY_NOT_FOUND = re.compile(r"requires the (\S+) library but it was not found")
+_PIP_NAMES = {"pyav": "av", "pil": "pillow", "cv2": "opencv-python-headless"}  # import or library name -> pip's
+
+
+def _missing_package(exc: BaseException) -> str | None:
+    """The package (as pip names it) whose absence made the load fail, from the error or the one it came
+    from: a module that is not installed at all, or a library transformers requires and did not find."""
+    error: BaseException | None = exc
+    for _ in range(8):  # the chain a library's own wrapping makes, not an endless one
+        if error is None:
+            break
+        if isinstance(error, ModuleNotFoundError) and error.name:
+            top = error.name.partition(".")[0]
+            if importlib.util.find_spec(top) is None:  # a module missing inside an installed package is no install's
+                return _PIP_NAMES.get(top.lower(), top)
+        elif isinstance(error, ImportError) and (found := _LIBRARY_NOT_FOUND.search(str(error))):
+            return _PIP_NAMES.get(found[1].lower(), found[1].lower())
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _install_hint(package: str) -> str:
+    """What to install. torchvision (not among the base install's requirements: a GPU image brings one built
+    for its torch) must be the build for the torch there, which a plain `pip install torchvision` may replace."""
+    if package != "torchvision":
+        return f"the package {package} is not installed here: pip install {package}, then run the same command again"
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "the package torchvision is not installed here: install the release built for your torch"
+    return (f"the package torchvision is not installed here (transformers' video processors need it): install "
+            f"the build for this torch {torch}, leaving torch as it is: {install_line(torch)}; then run the same "
+            "command again")
 
 
 class EngineSupervisor:

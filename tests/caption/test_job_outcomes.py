@@ -340,6 +340,8 @@ def test_admission_refuses_what_would_break_the_engine():
                   "allocate 2147483648 bytes. Error code 12 (Cannot allocate memory)\nout of memory"),
      "the host's memory did not hold it"),
     (OSError("Unable to load weights from checkpoint file"), "check that folder (config.json, and every weights"),
+    (ModuleNotFoundError("No module named 'flash_attn'", name="flash_attn"),
+     "the package flash_attn is not installed here: pip install flash_attn"),
 ])
 def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch, raised, hint):
     """The library's reason in one line (a multi-line message folded), then what to do about that kind of failure."""
@@ -357,3 +359,153 @@ def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch,
     assert said.startswith(f"the hf engine could not load the model {job.engine_spec.model_path}: "
                            f"{type(raised).__name__}") and "\n" not in said
     assert hint in said.split(" (the traceback is above): ")[1]
+
+
+# A Python in which torchvision was never installed (`pip install .` into an image without it): no finder
+# finds it, so transformers' own check (importlib.util.find_spec) reports it missing and raises its error
+HIDE_TORCHVISION_AND_LOAD = """
+import sys
+
+
+class NoTorchvision:
+    def __init__(self, finder):
+        self.finder = finder
+
+    def find_spec(self, name, path=None, target=None):
+        return None if name.partition(".")[0] == "torchvision" else self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, name):
+        return getattr(self.finder, name)
+
+
+sys.meta_path[:] = [NoTorchvision(f) if hasattr(f, "find_spec") else f for f in sys.meta_path]
+
+from hydra import compose, initialize_config_dir
+
+from caption.config import CONF_DIR
+from caption.outcome import EngineDidNotLoad
+from caption.pipeline.supervisor import load_engine_or_say_why
+from caption.planning import load_planned_job
+
+with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    job = load_planned_job(compose(config_name="config", overrides=sys.argv[1:]))
+try:
+    load_engine_or_say_why(job)
+except EngineDidNotLoad as said:
+    print(said)
+"""
+
+
+def test_a_model_that_does_not_load_for_a_missing_torchvision_says_which_build_to_install(tmp_path, synth_dir):
+    """transformers' video processor needs torchvision, which the base install leaves to the image: without
+    it the load fails in transformers (its own ImportError), and the line names the package and the pip
+    command for the build that fits the torch there, not the damaged-checkpoint advice."""
+    from importlib.metadata import version
+
+    from caption.config import REPO_ROOT
+    from vidcap_ko_setup.torchvision_shim import install_line
+
+    done = subprocess.run([sys.executable, "-c", HIDE_TORCHVISION_AND_LOAD, f"input_dir={synth_dir}",
+                           f"output={tmp_path / 'o.jsonl'}", "engine=hf"], capture_output=True, text=True,
+                          env={**ENV, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout.strip().splitlines()[-1]
+    assert "ImportError: Qwen2VLVideoProcessor requires the Torchvision library but it was not found" in said, said
+    torch = version("torch")
+    assert f"the package torchvision is not installed here (transformers' video processors need it): install the " \
+           f"build for this torch {torch}, leaving torch as it is: {install_line(torch)}" in said
+    assert "checkpoint" not in said and "\n" not in said
+
+
+def test_the_torchvision_to_install_is_the_one_built_for_the_torch_there():
+    from vidcap_ko_setup.torchvision_shim import install_line
+
+    assert install_line("2.13.0+cpu") == ("pip install --no-deps 'torchvision==0.28.*' && "
+                                          "python -m vidcap_ko_setup.torchvision_shim install")
+    assert install_line("2.11.0+cu130") == ("pip install --no-deps 'torchvision==0.26.*' "
+                                            "--index-url https://download.pytorch.org/whl/cu130")
+    assert install_line("2.12.1") == "pip install --no-deps 'torchvision==0.27.*'"
+    assert install_line("3.0.0") == "pip install --no-deps torchvision, the release built for this torch"
+
+
+def _two_clips_and(tmp_path, synth_dir, *extra: tuple[str, bytes]):
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    for name, data in extra:
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def test_the_speed_is_over_the_clips_captioned_not_those_that_only_failed(compose_config, tmp_path, synth_dir,
+                                                                           hf_engine, capsys):
+    """A trial that took only a broken file generated nothing: no speed (it said hundreds of videos/s, the
+    broken clip's error record over the moment it took). With clips captioned, the speed counts them alone."""
+    from caption.job import run_job
+
+    folder = _two_clips_and(tmp_path, synth_dir, ("a_broken.mp4", b"not a video at all"))
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null",
+            "video.workers=0"]
+    trial = run_job(compose_config([*base, "limit=1"]), engine=hf_engine)
+    assert trial["videos_run"] == 1 and trial["captions_failed"] == 1 and trial["videos_captioned"] == 0
+    assert trial["videos_per_s"] is None and trial["output_tokens_per_s"] is None
+    printed = capsys.readouterr().out.split("== caption job summary ==")[1]
+    assert "1 run, 1 failed" in printed and "videos/s" not in printed and "\n  speed " not in printed, printed
+
+    rest = run_job(compose_config([*base, "retry_errors=true"]), engine=hf_engine)  # the broken one again, and two
+    assert rest["videos_run"] == 3 and rest["videos_failed"] == 1 and rest["videos_captioned"] == 2
+    assert rest["videos_per_s"] == pytest.approx(2 / rest["generation_wall_s"], rel=0.1)
+    assert f"speed        {rest['videos_per_s']} videos/s" in capsys.readouterr().out
+
+
+def _summary_copies(out) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.parent.glob(f"{out.name}.summary.*.json"))]
+
+
+def test_running_a_job_again_and_again_keeps_only_the_summaries_that_would_be_lost(compose_config, tmp_path,
+                                                                                  synth_dir, hf_engine):
+    """Each run replaces the summary beside the output; the one before is kept (dated) only where nothing else
+    says what it said. Without a run folder (the job in process, the Python API): the runs that captioned
+    something are kept, those that found nothing to do are not. Seven runs: two copies, not six."""
+    from caption.job import run_job
+
+    folder = _two_clips_and(tmp_path, synth_dir)
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null",
+            "video.workers=0"]
+    runs = [run_job(compose_config([*base, "limit=1"]), engine=hf_engine),  # a trial: one clip
+            run_job(compose_config(base), engine=hf_engine)]  # the other one
+    runs += [run_job(compose_config(base), engine=hf_engine) for _ in range(5)]  # nothing left to do
+    assert [r["videos_run"] for r in runs] == [1, 1, 0, 0, 0, 0, 0] and all(r["run_result"] is None for r in runs)
+    copies = _summary_copies(out)
+    assert [(c["videos_run"], c["captions_ok"]) for c in copies] == [(1, 1), (1, 1)]  # the runs that captioned
+    assert [len(r["previous_files_kept_as"] or []) for r in runs] == [0, 1, 1, 0, 0, 0, 0]
+    assert json.loads((tmp_path / "o.jsonl.summary.json").read_text())["videos_skipped_resume"] == 2
+
+
+def test_a_commands_earlier_summary_stays_in_its_run_folder_and_is_kept_beside_the_output_once_that_is_reused(
+        tmp_path, synth_dir):
+    """The command writes each run's summary into its run folder too (result.json, named in `run_result`):
+    there it is not lost when the next run replaces the one beside the output, so no copy is made. A run
+    folder given again (hydra.run.dir) holds the later run's instead: then the earlier one is kept."""
+    folder = _two_clips_and(tmp_path, synth_dir)
+    out = tmp_path / "o.jsonl"
+    command = [CAPTION, f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null"]
+
+    def caption(run, *extra):
+        done = subprocess.run([*command, *extra, f"hydra.run.dir={tmp_path / run}"], capture_output=True, text=True,
+                              env=ENV, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((tmp_path / "o.jsonl.summary.json").read_text())
+
+    first = caption("run1", "limit=1")
+    assert first["run_result"] == str(tmp_path / "run1" / "result.json")
+    second = caption("run2")
+    assert second["videos_run"] == 1 and not second["previous_files_kept_as"] and _summary_copies(out) == []
+    held = json.loads((tmp_path / "run1" / "result.json").read_text())["summary"]
+    assert held == first  # the first run's summary, whole, where its run_result says
+    third = caption("run2")  # the same run folder: the second run's result.json is the third's now
+    assert third["videos_run"] == 0 and len(third["previous_files_kept_as"]) == 1
+    assert _summary_copies(out) == [second]

@@ -250,3 +250,35 @@ def test_report_of_a_real_job(compose_config, synth_dir, tmp_path, vllm_engine):
     assert "empty file (0 bytes)" in clips["empty.mp4"]["placeholder"]
     assert clips["empty.mp4"]["errors"] == ["decode: empty file (0 bytes)"] * 2
     assert f"{summary['meteor']:.4f}" in dom.ids["totals"]["text"]
+
+
+def test_a_long_videos_segments_show_their_times_in_tenths_of_a_second(tmp_path, synth_dir):
+    """Records keep a segment's bounds to the microsecond (2.941667); the page shows them as it shows its
+    other times, in tenths: the entry's title and the timeline's hover texts alike. Each segment keeps its
+    own thumbnails."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    shutil.copy(synth_dir / "clip_00000.mp4", clips / "reel.mp4")
+    coverage = {"duration_s": 9.5, "segments_s": 8.467, "transitions_s": 0.5, "left_out_s": 1.033}
+    spans = [(0.0, 2.941667, (2, 6, 10, 14), [{"start_s": 2.942, "end_s": 3.442, "reason": "dissolve"}]),
+             (3.441667, 8.966667, (18, 22, 26, 30), [{"start_s": 8.967, "end_s": 9.5, "reason": "tail"}])]
+    records = []
+    for k, (start, end, indices, left_out) in enumerate(spans):
+        record = _record("reel.mp4", "맑은 하늘에 구름이 흐른다.", indices=indices)
+        record.update(segment_index=k, segments=2, start_s=start, end_s=end, coverage=coverage, left_out=left_out,
+                      shots=[{"index": k, "start_s": start, "end_s": end}])
+        records.append(record)
+    page = _build(_write_jsonl(tmp_path / "captions.jsonl", records), tmp_path / "r.html", "--input-dir", clips,
+                  "--references", "none", "--workers", 0)
+    shown = _page_data(page)["clips"]
+    assert [c["v"] for c in shown] == ["reel.mp4 [0.0-2.9 s]", "reel.mp4 [3.4-9.0 s]"]
+    assert [c["ti"] for c in shown] == [[2, 6, 10, 14], [18, 22, 26, 30]]
+
+    from tests.caption.browser import RenderedPage
+    from tests.caption.browser import _run as chromium_run
+
+    dom = chromium_run(page, "", ["--dump-dom"], tmp_path / "chromium")
+    hovers = re.findall(r'class="(?:seg|gap|cut)[^"]*" title="([^"]*)"', dom)
+    assert hovers == ["segment 0: 0.0-2.9 s", "segment 1: 3.4-9.0 s", "2.9-3.4 s left out: dissolve",
+                      "9.0-9.5 s left out: tail", "cut at 3.4 s"], hovers
+    assert [c["video"] for c in RenderedPage.parse(dom).clips] == ["reel.mp4 [0.0-2.9 s]", "reel.mp4 [3.4-9.0 s]"]
