@@ -222,8 +222,9 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
     if summary.get("segments_run"):  # how much of the long videos the records caption (caption/coverage.py)
         summary["coverage"] = coverage_of_job(job)
-    if job.files().references is not None and tally.stopped is None and not interrupts.received:
-        summary.update(score_captions(job))  # a few seconds; a signal meanwhile ends the job after it
+    if job.files().references is not None:  # a stopped job too: over the captions it wrote, the rest counted
+        # as not captioned. A few seconds; a signal meanwhile ends the job after it, a second one at once
+        summary.update(score_captions(job))
     if interrupts.received and summary["stopped"] is None:
         summary["stopped"] = "interrupted"
     summary["plan_warnings"] = list(job.plan.warnings)

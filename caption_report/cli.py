@@ -73,13 +73,21 @@ def thumbnail_priority(clip) -> tuple:
 
 
 def changed_since_captioning(records: list[dict], path: Path, input_dir: Path) -> str | None:
-    """Why the file at `path` is not the one these records were made from (their `source`), else None."""
+    """Check each record against the file at `path`: a record made from another file (its `source`) gets
+    `changed` saying what differs, shown beside its caption. Returns why the clip gets no thumbnails:
+    none of its records was made from the file there now (the frames would be another file's); None
+    where one was (a file holding two settings' records, one made before the file was replaced)."""
     from video_io.identity import compare
 
-    for source in {json.dumps(r.get("source"), sort_keys=True): r.get("source") for r in records}.values():
-        why = compare(source, path, input_dir)
-        if why is not None:
-            return f"{CHANGED}: {why}"
+    known: dict[str, str | None] = {}
+    for record in records:
+        source = json.dumps(record.get("source"), sort_keys=True)
+        if source not in known:
+            known[source] = compare(record.get("source"), path, input_dir)
+        if known[source] is not None:
+            record["changed"] = f"made from another file than the one there now: {known[source]}"
+    if all(why is not None for why in known.values()):
+        return f"{CHANGED}: {next(iter(known.values()))}"
     return None
 
 
@@ -98,6 +106,10 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
         elif (changed := changed_since_captioning(clip.records, path, input_dir)) is not None:
             out[clip.key] = {"tn": changed}  # another file's frames beside this caption would mislead
         else:
+            current = next((r for r in clip.records if "changed" not in r and r.get("frame_indices")), None)
+            if current is not None:  # the frames a record of the file there now was given
+                clip.frame_indices = [int(i) for i in current["frame_indices"]]
+                clip.decoder = current.get("decoder")
             candidates.append(clip)
     if args.max_thumbs >= 0 and len(candidates) > args.max_thumbs:
         candidates.sort(key=thumbnail_priority)  # stable: path order among equals
@@ -139,6 +151,12 @@ def build_report(args, log=None) -> dict:
     if changed:
         data.notes.append(f"{changed} clip(s) {CHANGED}: the file under that name in {input_dir} is not the one "
                           "captioned, so no thumbnails are shown for them (each card says what differs)")
+    stale = sum("changed" in r for c in data.clips if "tn" not in thumbs.get(c.key, {}) or
+                not thumbs[c.key]["tn"].startswith(CHANGED) for r in c.records)
+    if stale:  # records of other settings beside current ones (add_beside=true, then a file replaced)
+        data.notes.append(f"{stale} record(s) of clips shown were made from another file than the one now under "
+                          "their name (each says what differs beside its caption): caption them again with "
+                          "recaption_changed=true")
     meta = {"title": args.title, "input_dir": str(input_dir), "input_dir_from": input_from,
             "references": str(refs) if refs else None,
             "thumbnail_clips": sum("t" in t for t in thumbs.values())}

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.records import read_text
-from vidcap_ko_outputs.record import record_key, segment_index
+from vidcap_ko_outputs.record import record_key, segment_index, settings_labels
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
 # model and engine are the same for a whole job's file: the header lists them once.
+# settings_label: in a file holding several settings, what this record's have that the others do not;
+# changed: where the file under the video's name is not the one this record was made from, what differs
 SHOWN_FIELDS = ("task", "adapter", "status", "caption", "error", "finish_reason", "output_tokens",
-                "generate_s", "ablation", "flags", "settings_id")
+                "generate_s", "ablation", "flags", "settings_id", "settings_label", "changed")
 
 
 class ReportError(Exception):
@@ -220,6 +222,10 @@ def job_warnings(records_path: Path, records: list[dict]) -> list[str]:
 def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str | None = None,
                      adapter_fields: dict[str, str] | None = None) -> ReportData:
     records, notes = read_records(records_path)
+    labels = settings_labels(records)
+    if len(labels) > 1:  # one settings: nothing to tell apart
+        for record in records:
+            record["settings_label"] = labels.get(record.get("settings_id"))
     data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records),
                       warnings=job_warnings(records_path, records))
     if refs_path is not None:

@@ -119,11 +119,16 @@
     tr.append(st);
     if (r.status === "ok") {
       const td = el("td", { class: "caption", lang: "ko" }, r.caption);
+      if (r.settings_label) td.append(el("div", { class: "settings" }, "settings: " + r.settings_label));
+      if (r.changed) td.append(el("div", { class: "flag changed" }, r.changed));
       for (const flag of r.flags || []) td.append(el("div", { class: "flag" }, flag));
       if (r.best_reference) td.append(el("div", { class: "ref" }, "closest reference: " + r.best_reference));
       tr.append(td);
     } else {
-      tr.append(el("td", { class: "err" }, r.error || "error"));
+      const td = el("td", { class: "err" }, r.error || "error");
+      if (r.settings_label) td.append(el("div", { class: "settings" }, "settings: " + r.settings_label));
+      if (r.changed) td.append(el("div", { class: "flag changed" }, r.changed));
+      tr.append(td);
     }
     tr.append(el("td", { class: "num meteor" }, r.meteor === undefined ? "" : r.meteor.toFixed(3)));
     const info = [r.output_tokens !== undefined ? r.output_tokens + " tok" : "",

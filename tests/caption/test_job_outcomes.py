@@ -193,6 +193,7 @@ def test_ctrl_c_after_the_last_record_leaves_a_summary_that_says_so(tmp_path, sy
     summary = json.loads((tmp_path / "o.jsonl.summary.json").read_text())
     assert summary["stopped"] == "interrupted" and summary["exit_status"] == EXIT_INTERRUPTED
     assert summary["captions_ok"] == 6 and summary["records_left_undone"] == 0
+    assert summary["meteor"] is not None and summary["meteor_n"] == 6  # scored, though stopped
     assert "stopped early (interrupted)" in stdout and len(_records(out)) == 6
 
 

@@ -282,3 +282,43 @@ def test_a_long_videos_segments_show_their_times_in_tenths_of_a_second(tmp_path,
     assert hovers == ["segment 0: 0.0-2.9 s", "segment 1: 3.4-9.0 s", "2.9-3.4 s left out: dissolve",
                       "9.0-9.5 s left out: tail", "cut at 3.4 s"], hovers
     assert [c["video"] for c in RenderedPage.parse(dom).clips] == ["reel.mp4 [0.0-2.9 s]", "reel.mp4 [3.4-9.0 s]"]
+
+
+def test_a_file_holding_two_settings_names_each_and_checks_each_record_against_its_file(tmp_path, synth_dir):
+    """Two settings' records of one clip: one made from the file there now, the other from the file it
+    replaced (the other settings' job ran before the re-export). The page shows the clip's frames (a
+    record of the file there now has them), says which record is another file's, and labels each settings
+    by what differs; a clip whose every record is another file's still gets no thumbnails."""
+    from video_io.identity import file_identity
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in (0, 1):
+        shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
+    old = {**file_identity(folder / "clip_00000.mp4", folder), "size": 1, "fingerprint": "0" * 32}
+    settings = {"a": {"engine": "vllm", "frames": "8 uniform"}, "b": {"engine": "hf", "frames": "4 uniform"}}
+
+    def made(video, sid, source, indices):
+        return _record(video, f"{sid}의 캡션", indices=indices) | {"settings_id": sid, "settings": settings[sid],
+                                                                 "source": source}
+
+    now = {v: file_identity(folder / v, folder) for v in ("clip_00000.mp4", "clip_00001.mp4")}
+    records = [made("clip_00000.mp4", "b", old, (4, 12, 20, 28)), made("clip_00000.mp4", "a", now["clip_00000.mp4"],
+                                                                       (2, 6, 10, 14, 18, 22, 26, 30)),
+               made("clip_00001.mp4", "a", old, (2, 6)), made("clip_00001.mp4", "b", old, (4, 12))]
+    out = _write_jsonl(tmp_path / "two.jsonl", records)
+    page = tmp_path / "page.html"
+    assert report_main([str(out), "--out", str(page), "--input-dir", str(folder), "--workers", "0",
+                        "--references", "none"]) == 0
+    data = _page_data(page)
+    clips = {c["v"]: c for c in data["clips"]}
+    kept = clips["clip_00000.mp4"]
+    assert kept["t"] and set(kept["ti"]) <= {2, 6, 10, 14, 18, 22, 26, 30}  # the current record's frames, not b's
+    by_settings = {r["settings_id"]: r for r in kept["r"]}
+    assert by_settings["b"]["changed"].startswith("made from another file than the one there now: it was 1 bytes")
+    assert "changed" not in by_settings["a"]
+    assert by_settings["a"]["settings_label"] == "engine=vllm; frames=8 uniform"
+    assert by_settings["b"]["settings_label"] == "engine=hf; frames=4 uniform"
+    assert "t" not in clips["clip_00001.mp4"] and clips["clip_00001.mp4"]["tn"].startswith("changed since captioning")
+    notes = " ".join(data["notes"])
+    assert "1 clip(s) changed since captioning" in notes and "1 record(s) of clips shown were made from another" in notes

@@ -214,7 +214,7 @@ def test_a_server_that_goes_away_mid_run_stops_the_job_and_a_rerun_resumes(vllm_
     forwarder = _forward(port, vllm_server.port, answered=4)  # the plan's probe and 3 requests; the rest wait
     try:
         job = _caption(tmp_path, url, f"input_dir={clips}", f"output={out}", "engine.max_restarts=1",
-                       "engine.max_inflight=2", "references=null", wait=False)
+                       "engine.max_inflight=2", wait=False)
         deadline = time.monotonic() + 300
         while not (out.exists() and out.read_bytes().count(b"\n") >= 3):
             assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
@@ -230,6 +230,9 @@ def test_a_server_that_goes_away_mid_run_stops_the_job_and_a_rerun_resumes(vllm_
     assert first.endswith(b"\n") and len(_records(out)) == 3  # whole lines: the answered requests
     summary = json.loads(Path(f"{out}.summary.json").read_text(encoding="utf-8"))
     assert summary["stopped"] == "engine died" and summary["records_left_undone"] == 16 - len(_records(out))
+    # scored over what it wrote, the rest counted as not captioned
+    assert (summary["meteor_n"], summary["meteor_missing"]) == (3, 13) and summary["meteor"] is not None
+    assert "METEOR" in stdout and "over 3 captioned clips of 16 (13 not captioned" in stdout
 
     forwarder = _forward(port, vllm_server.port)
     try:
