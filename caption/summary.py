@@ -90,8 +90,8 @@ class JobTally:
         else:
             self.requests_error += 1
             self.error_keys.add(record_key(record))
-            where = f"segment {record['segment_index']} ({record.get('start_s')}-{record.get('end_s')} s): " \
-                if record.get("segment_index") is not None else ""
+            where = f"segment {record['segment_index']} ({_tenths(record.get('start_s'))}-" \
+                    f"{_tenths(record.get('end_s'))} s): " if record.get("segment_index") is not None else ""
             self.failures.setdefault(record["video"], where + (record.get("error") or "unknown error"))
         if self._bar is not None:
             self._bar.update(1)
@@ -240,6 +240,11 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     saved = _saved(_replace_summary, summary, summary_path, job.options.overwrite, summary=summary)
     print_summary(summary, summary_path, full=job.options.verbose, saved=saved)
     return summary
+
+
+def _tenths(seconds: object) -> str:
+    """A segment's bound as the review page shows it (caption_report/data.py ClipEntry.title): 2.9, not 2.941667."""
+    return f"{seconds:.1f}" if isinstance(seconds, (int, float)) else "?"
 
 
 def _replace_summary(summary: dict, path, overwrite: bool) -> None:

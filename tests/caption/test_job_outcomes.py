@@ -510,3 +510,12 @@ def test_a_commands_earlier_summary_stays_in_its_run_folder_and_is_kept_beside_t
     third = caption("run2")  # the same run folder: the second run's result.json is the third's now
     assert third["videos_run"] == 0 and len(third["previous_files_kept_as"]) == 1
     assert _summary_copies(out) == [second]
+
+
+def test_a_failed_segment_is_named_in_tenths_of_a_second_as_the_page_names_it():
+    from caption.summary import JobTally
+
+    tally = JobTally()
+    tally.count({"video": "reel.mp4", "task": "caption", "adapter": None, "status": "error", "error": "decode: x",
+                 "segment_index": 1, "segments": 3, "start_s": 2.941667, "end_s": 5.3})
+    assert tally.failures == {"reel.mp4": "segment 1 (2.9-5.3 s): decode: x"}
