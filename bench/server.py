@@ -81,8 +81,9 @@ def _cpus(text: str) -> set[int]:
 @contextmanager
 def vllm_server(job: JobConfig, served: str, cpus: set[int], log: Path):
     """vLLM's OpenAI-compatible server on `cpus` with the job's model and the engine settings its plan
-    gives the in-process engine (1 GiB of KV cache, as conf/gpu/cpu.yaml), taking the per-request media
-    kwargs the job sends; its URL."""
+    gives the in-process engine, taking the per-request media kwargs the job sends; its URL. Its KV cache
+    is 1 GiB (conf/gpu/cpu.yaml gives the in-process engine 2): the embedded model's batches use far less
+    than either, so the cache size does not set either engine's speed here."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

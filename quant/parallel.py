@@ -2,7 +2,7 @@
 
 vLLM's offline `LLM` runs one engine over `tensor_parallel_size` GPUs and no longer takes
 `data_parallel_size > 1`, so the GPUs left over are used by independent engines (replicas), which the
-job's runner spreads clips over (caption/runner_ray.py). Fewer GPUs per engine is better when it fits:
+job's runner spreads clips over (caption/runners/ray.py). Fewer GPUs per engine is better when it fits:
 no all-reduce per layer, and more replicas. So the planner takes the smallest power of two that leaves
 KV cache for a full batch (the tier's max_num_seqs requests); with none, the smallest that fits at all.
 """

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -75,8 +77,10 @@ def writing(path: str | os.PathLike[str], what: str, setting: str | None = None)
 
 def check_writable(folder: Path, what: str) -> None:
     """Write, sync and remove a small file in `folder`: a read-only, unwritable or already full disk
-    fails here, before any model loads, instead of after the first results."""
-    probe = folder / f".caption-write-check-{os.getpid()}"
+    fails here, before any model loads, instead of after the first results. Each call's probe has its own
+    name (process, thread and a random token): two threads checking one folder at once would otherwise
+    meet each other's probe (EEXIST) and report a fault the disk does not have."""
+    probe = folder / f".caption-write-check-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
     with writing(folder, what):
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:

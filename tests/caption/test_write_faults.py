@@ -13,7 +13,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,25 @@ def test_a_read_only_folder_is_found_before_anything_loads(mount_tmpfs):
         check_writable(disk, "output folder")
     assert failed.value.cause.errno == errno.EROFS
     assert "its filesystem is read-only (EROFS)" in str(failed.value)
+
+
+def test_threads_checking_one_folder_at_once_all_pass_and_leave_no_probe(tmp_path):
+    """Threads of one process (jobs a Python program starts side by side) may check the same folder at the
+    same moment; each call's probe is its own file, so none finds another's and reports a fault the disk
+    does not have."""
+    threads, rounds = 16, 25
+    start = threading.Barrier(threads)
+
+    def check_many() -> None:
+        start.wait()  # all at once: the collision needs two probes alive together
+        for _ in range(rounds):
+            check_writable(tmp_path, "output folder")
+
+    with ThreadPoolExecutor(threads) as pool:
+        calls = [pool.submit(check_many) for _ in range(threads)]
+    failures = [str(call.exception()) for call in calls if call.exception()]
+    assert not failures, failures[:3]
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
