@@ -205,9 +205,10 @@ def peak_rss_gib() -> float:
     """Peak resident memory of this process since reset_peak_rss() (the engine lives here on CPU;
     decoders are separate processes), in GiB."""
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 2**20  # kB
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**20  # kB
     except OSError:
         pass
     import resource

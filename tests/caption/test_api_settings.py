@@ -5,19 +5,13 @@ the same settings, setting by setting and caption by caption."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from caption.config import REPO_ROOT
 
 pytestmark = pytest.mark.slow
-CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 BASE = ["engine=hf", "video.workers=0", "references=null"]  # the Captioner's own settings, the command's too
 
 
@@ -40,63 +34,42 @@ def _variants(model_copy) -> list[tuple[str, list[str]]]:
     ]
 
 
-API_SCRIPT = textwrap.dedent("""
-    import json, sys
-    from caption import Captioner
-
-    folder, out, variants = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    seen = []
-    with Captioner(engine="hf", video__workers=0, references=None) as captioner:
-        for i, (group, overrides) in enumerate(variants):
-            settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
-            records = list(captioner.caption(folder, output=f"{out}/api-{i}.jsonl", **settings))
-            engine = captioner.engine
-            model = getattr(engine, "model", None)
-            seen.append({"group": group, "records": len(records), "engine_id": id(engine) if engine else None,
-                         "engine": getattr(engine, "name", None), "dtype": str(getattr(model, "dtype", None)),
-                         "status": captioner.summary["exit_status"]})
-    print(json.dumps(seen))
-""")
-
-
 def _records(path):
     return {(r["video"], r["task"], r["adapter"]): r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, synth_dir):
+def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, synth_dir, compose_config):
+    """In this process, as lightning-hydra-template's tests call train(cfg): one Captioner making every call,
+    then the command's job for each call's settings (caption/cli.py runs run_job on the composed config with
+    the overrides given; tests/caption/test_job_outcomes.py runs the console script itself). Each job
+    loads the engine its settings need, as the command does."""
+    from caption.api import Captioner
+    from caption.job import run_job
+
     folder = tmp_path / "clips"
     folder.mkdir()
     shutil.copy(synth_dir / "clip_00001.mp4", folder)
     model_copy = tmp_path / "tiny copy"  # the model group: another checkpoint folder (same weights)
     shutil.copytree(REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny", model_copy)
     variants = _variants(model_copy)
-    script = tmp_path / "api_calls.py"
-    script.write_text(API_SCRIPT, encoding="utf-8")
-    # the calls run in one process while the commands run beside it: each command spends most of its
-    # seconds importing torch and transformers on one core, so the two share this machine's cores
-    said = {name: open(tmp_path / f"api.{name}", "w+", encoding="utf-8") for name in ("out", "err")}
-    calls = subprocess.Popen([sys.executable, str(script), str(folder), str(tmp_path), json.dumps(variants)],
-                             stdout=said["out"], stderr=said["err"], text=True, env=ENV, cwd=tmp_path)
-    try:
-        commands = {}
+    seen = []
+    with Captioner(engine="hf", video__workers=0, references=None) as captioner:
         for i, (group, overrides) in enumerate(variants):
-            if group == "base again":  # the same settings as "base": its records are compared with that command's
-                continue
-            if group == "runner":  # not two Ray clusters on two cores at once: the calls end first
-                assert calls.wait(timeout=1200) == 0, (tmp_path / "api.err").read_text()[-3000:]
-            out = tmp_path / f"cmd-{i}.jsonl"
-            cmd = subprocess.run([CAPTION, f"input_dir={folder}", f"output={out}", "progress=false", *BASE,
-                                  *overrides, f"hydra.run.dir={tmp_path / f'run-{i}'}"],
-                                 capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
-            assert cmd.returncode == 0, (group, cmd.stderr[-3000:])
-            commands[group] = out
-        assert calls.wait(timeout=1200) == 0, (tmp_path / "api.err").read_text()[-3000:]
-    finally:
-        if calls.poll() is None:
-            calls.kill()
-        for f in said.values():
-            f.close()
-    seen = json.loads((tmp_path / "api.out").read_text().strip().splitlines()[-1])
+            settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
+            records = list(captioner.caption(folder, output=tmp_path / f"api-{i}.jsonl", **settings))
+            engine = captioner.engine
+            model = getattr(engine, "model", None)
+            seen.append({"group": group, "records": len(records), "engine_id": id(engine) if engine else None,
+                         "engine": getattr(engine, "name", None), "dtype": str(getattr(model, "dtype", None)),
+                         "status": captioner.summary["exit_status"]})
+    commands = {}
+    for i, (group, overrides) in enumerate(variants):
+        if group == "base again":  # the same settings as "base": its records are compared with that command's
+            continue
+        commands[group] = out = tmp_path / f"cmd-{i}.jsonl"
+        given = [f"input_dir={folder}", f"output={out}", "progress=false", *BASE, *overrides]
+        summary = run_job(compose_config(given), given=given)
+        assert summary["exit_status"] == 0, (group, summary.get("stop_reason"))
     assert all(s["status"] == 0 and s["records"] >= 1 for s in seen), seen
 
     # the engine is kept while a call needs the same one, and replaced when it needs another
