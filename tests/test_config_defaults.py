@@ -77,7 +77,8 @@ def test_readers_keep_no_defaults_of_their_own():
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
     # the job: only what caption/planning.py plan_job fills in starts empty
     defaulted = {f.name for f in fields(JobConfig) if f.default is not NO_DEFAULT or f.default_factory is not NO_DEFAULT}
-    assert defaulted == {"plan", "settings", "segment_settings", "settings_ids", "caption_warnings", "engine_spec"}
+    assert defaulted == {"plan", "settings", "segment_settings", "settings_ids", "caption_warnings", "foreign_footage",
+                         "engine_spec"}
 
 
 def test_the_top_level_settings_are_declared_once_and_the_job_holds_them(compose_config, synth_dir):

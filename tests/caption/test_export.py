@@ -26,7 +26,7 @@ from caption_export.cues import MIN_CUE_S
 from caption_export.tables import NAMES
 from vidcap_ko_outputs.exit_status import EXIT_USAGE, EXIT_WRITE_FAILED
 
-JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[], adapters=(),
+JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[], foreign_footage=None, adapters=(),
                       settings_ids=defaultdict(lambda: "3f0c9a1b27de"),
                       settings={"model": "vidcap-ko-tiny", "sampling": "greedy", "frames": "8 uniform"})
 NIGHT = "seoul/night_01.mp4"
