@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -38,11 +41,43 @@ def _records(path):
     return {(r["video"], r["task"], r["adapter"]): r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
+RAY_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from caption import Captioner
+    from caption.api import compose_config
+    from caption.job import run_job
+
+    folder, api_out, command_out, overrides = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
+    with Captioner(engine="hf", video__workers=0, references=None) as captioner:
+        records = list(captioner.caption(folder, output=api_out, **settings))
+        seen = {"records": len(records), "engine": captioner.engine, "status": captioner.summary["exit_status"]}
+    given = [f"input_dir={folder}", f"output={command_out}", "progress=false", *json.loads(sys.argv[5]), *overrides]
+    seen["command_status"] = run_job(compose_config(given), given=given)["exit_status"]
+    print(json.dumps({**seen, "engine": None if seen["engine"] is None else "loaded here"}))
+""")
+
+
+def _on_ray(folder, api_out, command_out, overrides, tmp_path) -> dict:
+    """The runner=ray call and its command's job, in a process of their own: a Ray cluster started from this
+    one would inherit what its in-process engines set (tests/caption/test_runner_ray.py says how that
+    left the actors spinning), and two clusters never share two cores at once."""
+    from tests.caption.test_runner_ray import _clean_env
+
+    script = tmp_path / "on_ray.py"
+    script.write_text(RAY_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(folder), str(api_out), str(command_out),
+                           json.dumps(overrides), json.dumps(BASE)], capture_output=True, text=True,
+                          env=_clean_env(), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, synth_dir, compose_config):
     """In this process, as lightning-hydra-template's tests call train(cfg): one Captioner making every call,
     then the command's job for each call's settings (caption/cli.py runs run_job on the composed config with
     the overrides given; tests/caption/test_job_outcomes.py runs the console script itself). Each job
-    loads the engine its settings need, as the command does."""
+    loads the engine its settings need, as the command does. runner=ray runs in a process of its own."""
     from caption.api import Captioner
     from caption.job import run_job
 
@@ -52,9 +87,10 @@ def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, sy
     model_copy = tmp_path / "tiny copy"  # the model group: another checkpoint folder (same weights)
     shutil.copytree(REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny", model_copy)
     variants = _variants(model_copy)
+    here = [(i, group, overrides) for i, (group, overrides) in enumerate(variants) if group != "runner"]
     seen = []
     with Captioner(engine="hf", video__workers=0, references=None) as captioner:
-        for i, (group, overrides) in enumerate(variants):
+        for i, group, overrides in here:
             settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
             records = list(captioner.caption(folder, output=tmp_path / f"api-{i}.jsonl", **settings))
             engine = captioner.engine
@@ -63,13 +99,20 @@ def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, sy
                          "engine": getattr(engine, "name", None), "dtype": str(getattr(model, "dtype", None)),
                          "status": captioner.summary["exit_status"]})
     commands = {}
-    for i, (group, overrides) in enumerate(variants):
+    for i, group, overrides in here:
         if group == "base again":  # the same settings as "base": its records are compared with that command's
             continue
         commands[group] = out = tmp_path / f"cmd-{i}.jsonl"
         given = [f"input_dir={folder}", f"output={out}", "progress=false", *BASE, *overrides]
         summary = run_job(compose_config(given), given=given)
         assert summary["exit_status"] == 0, (group, summary.get("stop_reason"))
+    i, (group, overrides) = len(variants) - 1, variants[-1]
+    assert group == "runner"
+    commands[group] = tmp_path / f"cmd-{i}.jsonl"
+    ray = _on_ray(folder, tmp_path / f"api-{i}.jsonl", commands[group], overrides, tmp_path)
+    assert ray["command_status"] == 0
+    seen.append({"group": group, "records": ray["records"], "engine_id": None, "engine": ray["engine"],
+                 "dtype": None, "status": ray["status"]})
     assert all(s["status"] == 0 and s["records"] >= 1 for s in seen), seen
 
     # the engine is kept while a call needs the same one, and replaced when it needs another
