@@ -107,14 +107,16 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
 
 def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], add_beside: bool) -> None:
     """Refuse (OutputRefused, one line naming what differs) to resume into records made with other
-    settings than this job's, unless `add_beside` or the file holds this job's own records too (it was
-    added to beside them once: that choice holds for the file, so the job that made either resumes with
-    its own command). Records of tasks or adapters this job does not run are not its business.
-    `settings`: this job's for a whole clip's records, and a segment's."""
+    settings than this job's, unless `add_beside`, or the file holds this job's own records of the same
+    kind (task, adapter, whole clip or segment) beside them: it was added to beside them once, and that
+    choice holds, so the job that made either resumes with its own command. Records of tasks or adapters
+    this job does not run are not its business. `settings`: this job's for a whole clip's records, and a
+    segment's."""
     path = Path(path)
     if add_beside or not path.exists() or path.stat().st_size == 0:
         return
-    other, own, example = 0, 0, None
+    own: set = set()  # the kinds of record (task, adapter, segmented) this job's own records are of
+    foreign: dict = {}  # kind -> [how many records of another settings, the first of them]
     with open(path, "rb") as f:
         for line in f:
             try:
@@ -123,13 +125,16 @@ def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], 
                 continue
             key = expected_key(record)
             if key in expected and not expected.owns(key, record):
-                other += 1
-                example = example or record
+                foreign.setdefault(key, [0, record])[0] += 1
             elif key in expected:
-                own += 1
-    if other and not own:
+                own.add(key)
+    # a kind this job has records of too was added to beside them once (add_beside=true): that choice holds
+    # for the file; a kind it has none of (other segment settings, say) is still refused
+    unshared = [found for key, found in foreign.items() if key not in own]
+    if unshared:
         from caption.fingerprint import differences
 
+        other, example = sum(n for n, _ in unshared), unshared[0][1]
         what = "; ".join(differences(example.get("settings"), settings[expected_key(example)[2]]))
         raise OutputRefused(f"`output={path}` holds {other} record(s) made with other settings than this job's "
                             f"({what}), and resuming would label them as this job's: choose another output=, add "

@@ -113,6 +113,7 @@ def one_settings(path: Path, records: list[dict], labels: dict[str, str]) -> Non
     (`labels`: vidcap_ko_outputs/record.py settings_labels of the whole file)."""
     made = sorted({label(r.get("settings_id")) for r in records})
     if len(made) > 1:
-        choices = " or ".join(f"--settings {m} ({labels.get(m, 'settings not recorded')})" for m in made)
+        same = "the same settings, another prompt or adapter weights"  # ids differ, `settings` do not
+        choices = " or ".join(f"--settings {m} ({labels.get(m, same)})" for m in made)
         raise ExportError(f"{path}: the selected records were made with {len(made)} different settings; "
                           f"choose one with {choices}")

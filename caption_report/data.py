@@ -222,10 +222,10 @@ def job_warnings(records_path: Path, records: list[dict]) -> list[str]:
 def load_report_data(records_path: Path, refs_path: Path | None = None, field_name: str | None = None,
                      adapter_fields: dict[str, str] | None = None) -> ReportData:
     records, notes = read_records(records_path)
-    labels = settings_labels(records)
-    if len(labels) > 1:  # one settings: nothing to tell apart
-        for record in records:
-            record["settings_label"] = labels.get(record.get("settings_id"))
+    labels = settings_labels(records)  # empty for one settings: nothing to tell apart
+    for record in records:
+        if record.get("settings_id") in labels:
+            record["settings_label"] = labels[record["settings_id"]]
     data = ReportData(Path(records_path), group_clips(records), notes, n_records=len(records),
                       warnings=job_warnings(records_path, records))
     if refs_path is not None:

@@ -37,21 +37,19 @@ def is_record(value: object) -> bool:
 
 
 def settings_labels(records: list[Record]) -> dict[str, str]:
-    """{settings_id: a short label of what its settings have that the file's other settings do not} for a
-    file holding records made with several settings (add_beside=true): `frames=16 uniform, ...; sampling=
-    greedy`, only the keys whose values differ. One settings, or settings equal in every key (the prompt's
-    instruction or an adapter's weights differ: not in `settings`), get what they are known by otherwise."""
+    """{settings_id: a short label of what its `settings` have that the file's other settings do not} for a
+    file holding records made with several settings (add_beside=true): `frames=16 uniform; sampling=greedy`,
+    only the keys whose values differ. A job's tasks and adapters share its `settings` (their ids differ by
+    the prompt and the adapter), so they share a label. Empty where the file holds one `settings` only:
+    nothing to tell apart."""
     made: dict[str, dict[str, Any]] = {}
     for record in records:
         sid, settings = record.get("settings_id"), record.get("settings")
         if isinstance(sid, str) and sid not in made:
             made[sid] = settings if isinstance(settings, dict) else {}
-    if len(made) < 2:
-        return {sid: "the only settings in the file" for sid in made}
+    if len({repr(sorted(settings.items())) for settings in made.values()}) < 2:
+        return {}
     keys = list(dict.fromkeys(k for settings in made.values() for k in settings))
     differing = [k for k in keys if len({repr(s.get(k)) for s in made.values()}) > 1]
-    labels = {sid: ("settings not recorded" if not settings else "; ".join(f"{k}={settings.get(k, '-')}"
-                                                                        for k in differing)
-                    or "the same settings, another prompt or adapter weights") for sid, settings in made.items()}
-    repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
-    return {sid: f"{label} ({sid})" if label in repeated else label for sid, label in labels.items()}
+    return {sid: "; ".join(f"{k}={settings.get(k, '-')}" for k in differing) if settings else "settings not recorded"
+            for sid, settings in made.items()}
