@@ -20,12 +20,15 @@ a hard cut on its frame. Where `change` rises by `threshold` (levels of 0-255) a
 either side show by themselves, a transition lies in the middle of that stretch (for a dissolve of any
 length, the stretch is symmetric about its middle); when one step makes up most of the change it is a
 hard cut, else a gradual one (dissolve or fade), whose span is where consecutive frames keep changing.
-Two checks then drop what real hand-held footage showed to pass that rule without a change of shot
-(_is_transition): a hard cut whose one step is small (a flicker), and a gradual one whose middle frame
-is no blend of the frames around it (a camera swinging across the scene); a fade is told by its black
-frame. Hard cuts themselves come from a frame-by-frame rule (video_io/hard_cuts.py): on reels edited
-from real footage (caption-bench scenes-real) two cuts less than a second apart, or a cut between
-similar pictures, make one small bump of `change`, and a car crossing the frame makes a large step.
+Three checks then drop what real footage showed to pass that rule without a change of shot
+(_is_transition): a hard cut whose one step is small (a flicker), a gradual one whose middle frame
+is no blend of the frames around it (a camera swinging across the scene), and a gradual one whose two
+sides hold the same content, moved (_sides_differ: a character rising and filling the frame changes
+within a second as much as a dissolve, and smoothly, yet the picture keeps its levels); a fade is
+told by its black frame. Hard cuts themselves come from a frame-by-frame rule (video_io/hard_cuts.py):
+on reels edited from real footage (caption-bench scenes-real) two cuts less than a second apart, or a
+cut between similar pictures, make one small bump of `change`, and a car crossing the frame makes a
+large step.
 """
 
 from __future__ import annotations
@@ -36,19 +39,19 @@ from typing import Callable
 import numpy as np
 
 from video_io.hard_cuts import hard_cut_frames
-from video_io.source import DecodeError, first_video_stream, open_source
+from video_io.scene_thumbnails import Thumbnails, read_thumbnails
 
 DEFAULT_THRESHOLD = 4.0  # mean absolute thumbnail difference (0-255 levels) 1 s apart that counts as a cut
 DEFAULT_WINDOW_S = 1.0
-SKIP_NONREF_FPS = 20.0  # frame rates from which non-reference frames are left undecoded (skip="auto")
 SHIFT = 1  # cells a thumbnail may move between two frames without counting as a change
-CELLS = 24  # thumbnail cells on the short side
 CHROMA_WEIGHT = 2.0  # chroma differences are smaller than luma ones for the same change of colour
 MIN_HARD_STEP = 2.0  # x threshold: the one step of a hard cut (_is_transition)
 BLACK_LUMA = 32  # a thumbnail whose luma cells are all at most this is black (limited range: black is 16)
 MAX_BLEND_RESIDUAL = 0.35  # of the change across it: a gradual transition's middle is a blend (_is_transition)
+AROUND_S = 0.25  # s outside a gradual transition's span where its two sides are read (_is_transition)
+SIDE_S = 0.25  # s of each side averaged where the content either side of it is compared (_sides_differ)
+SAME_LEVELS_MEDIAN = 2.5  # x threshold: the median cell change telling same-levels pictures apart (_sides_differ)
 MIN_SHOT_S = 0.15  # two hard cuts closer than this are one (a cut spread over two frames)
-PROGRESS_FRAMES = 256  # read_thumbnails calls its `progress` every this many frames (~1-2 s of 1080p work)
 
 
 @dataclass(frozen=True)
@@ -88,101 +91,6 @@ class SceneScan:
     duration_s: float
     cuts: list[Cut]
     frames_decoded: int
-
-
-@dataclass(frozen=True)
-class Thumbnails:
-    """One thumbnail per decoded frame: times (s from the first frame), features (N, 3, rows, cols)
-    uint8: the luma cells and both chroma planes' (about 3 KB a frame: 200-330 MB for an hour at 30 fps)."""
-
-    times: np.ndarray
-    features: np.ndarray
-    duration_s: float
-
-
-# --- decoding --------------------------------------------------------------------------------------
-
-def _grid(height: int, width: int, cells: int = CELLS) -> tuple[int, int]:
-    """(rows, cols) of a picture's thumbnail: `cells` on the short side, square cells."""
-    side = max(1, min(height, width) // cells)
-    return max(1, height // side), max(1, min(width // side, cells * 3))
-
-
-def plane_thumbnail(plane: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """Block means of a (H, W) uint8 plane on a rows x cols grid, each from a sparse grid of its pixels
-    (about 4x4 per cell: a low-pass picture that a small pan or grain barely moves)."""
-    height, width = plane.shape
-    cell_h, cell_w = height // rows, width // cols
-    sub = max(1, min(cell_h, cell_w) // 4)
-    kh, kw = max(1, cell_h // sub), max(1, cell_w // sub)
-    blocks = plane[:rows * cell_h, :cols * cell_w].reshape(rows, cell_h, cols, cell_w)
-    return blocks[:, :kh * sub:sub, :, :kw * sub:sub].mean(axis=(1, 3), dtype=np.float32)
-
-
-def _planes(frame) -> list[np.ndarray]:
-    """Y, U, V of an 8-bit 4:2:0 frame as views of its buffers (any other format converted first)."""
-    if frame.format.name not in ("yuv420p", "yuvj420p"):
-        frame = frame.reformat(format="yuv420p")
-    out = []
-    for plane in frame.planes:
-        rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
-        out.append(rows[:, :plane.width])
-    return out
-
-
-def frame_features(frame, rows: int, cols: int) -> np.ndarray:
-    """A frame's thumbnail (3, rows, cols) uint8: luma cells, then both chroma planes' cells."""
-    y, u, v = _planes(frame)
-    cells = np.stack([plane_thumbnail(y, rows, cols), plane_thumbnail(u, rows, cols), plane_thumbnail(v, rows, cols)])
-    return np.rint(cells).astype(np.uint8)
-
-
-def read_thumbnails(path: str, threads: int = 0, skip: str = "auto", progress: Callable[[], None] | None = None) -> Thumbnails:
-    """Decode the first video stream of `path` into thumbnails. `threads`: decoder threads (0: FFmpeg's
-    choice); `skip`: "auto" leaves non-reference frames undecoded from SKIP_NONREF_FPS on, "nonref"
-    always, "none" never; `progress`: called every PROGRESS_FRAMES frames (a worker's sign of life).
-    Raises DecodeError saying why a file cannot be read."""
-    with open_source(path) as source, first_video_stream(source.uri) as (container, stream):
-        return _decode(container, stream, threads, skip, progress)
-
-
-def _decode(container, stream, threads: int, skip: str, progress: Callable[[], None] | None = None) -> Thumbnails:
-    import av
-
-    rate = stream.average_rate or stream.guessed_rate
-    fps = float(rate) if rate else 0.0
-    if skip not in ("auto", "nonref", "none"):
-        raise ValueError(f"skip must be auto, nonref or none, got {skip!r}")
-    if threads:
-        stream.thread_count = threads
-    stream.thread_type = "AUTO" if threads != 1 else "SLICE"
-    if skip == "nonref" or (skip == "auto" and fps >= SKIP_NONREF_FPS):
-        stream.codec_context.skip_frame = "NONREF"
-    base = float(stream.time_base)
-    times, features, grid = [], [], None
-    for packet in container.demux(stream):
-        try:
-            frames = packet.decode()
-        except av.error.InvalidDataError:  # a damaged packet: its frame is missing, the rest is read
-            continue
-        for frame in frames:
-            if frame.pts is None:
-                continue
-            if grid is None:
-                grid = _grid(frame.height, frame.width)
-            times.append(frame.pts * base)
-            features.append(frame_features(frame, *grid))
-            if progress is not None and len(times) % PROGRESS_FRAMES == 0:
-                progress()
-    if not times:
-        raise DecodeError("no video frames could be decoded: the video track is empty or damaged")
-    order = np.argsort(times, kind="stable")
-    t = np.asarray(times, np.float64)[order]
-    t0 = t[0]
-    step = 1 / fps if fps > 0 else (float(np.median(np.diff(t))) if len(t) > 1 else 0.0)
-    header = stream.duration * base if stream.duration else None
-    duration = max(float(t[-1] - t0) + step, header or 0.0)
-    return Thumbnails(t - t0, np.stack(features)[order], duration)
 
 
 # --- the rule --------------------------------------------------------------------------------------
@@ -250,9 +158,10 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
             rest[a:b] = ~((t[lag[a:b]] < cut.time_s) & (cut.time_s <= t[a:b]))
             quiet = np.where(t == cut.time_s, 0.0, step)  # its step is not the other change's
             cuts += [_classify(t, centre, excess, quiet, x, y, window_s) for x, y in _runs(rest)]
-    checked = [_is_transition(c, thumbs, step, threshold) for c in cuts]
     frames = hard_cut_frames(t, step, MIN_HARD_STEP * threshold, lambda i, j: _distance(f, i, j))
     hard = [Cut(float(t[i]), "hard", float(t[i]), float(t[i]), round(float(step[i]), 2)) for i in frames]
+    shots_s = t[np.asarray(frames, int)]  # where a shot starts: a gradual transition's sides stop there
+    checked = [_is_transition(c, thumbs, step, threshold, shots_s) for c in cuts]
     # a hard cut is one the frame rule finds: a step the window rule took for one is a gradual
     # transition if its middle is a blend (a fast fade's first frame out of black), else large
     # motion inside a shot (a car crossing the frame), however large
@@ -260,18 +169,21 @@ def find_cuts(thumbs: Thumbnails, threshold: float = DEFAULT_THRESHOLD,
     for c in checked:
         if c is not None and c.kind == "hard" and not any(abs(h.time_s - c.time_s) < MIN_SHOT_S for h in hard):
             start, end = _span(t, step, c.time_s, window_s)
-            blended = _is_transition(Cut(c.time_s, "gradual", start, end, c.score), thumbs, step, threshold)
+            blended = _is_transition(Cut(c.time_s, "gradual", start, end, c.score), thumbs, step, threshold, shots_s)
             gradual += [blended] if blended is not None else []
     return _merge(gradual + hard, window_s)
 
 
-def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float) -> Cut | None:
+def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: float,
+                   shots_s: np.ndarray | None = None) -> Cut | None:
     """Changes that pass the rule yet are no change of shot, seen in hand-held real footage
     (caption-bench scenes-real): a 'hard cut' whose one step is small (a flicker, a compression
-    pulse: true cuts step 17-56 levels there and in the synthetic sets, these 4-6) and a 'gradual'
+    pulse: true cuts step 17-56 levels there and in the synthetic sets, these 4-6), a 'gradual'
     one whose middle frame is no blend of the frames around it (a camera swinging across the scene
     within a second: its middle is another view, 0.44-0.64 of the way apart against at most 0.22
-    for dissolves and fades). The cut kept (a gradual one saying what it blends), or None."""
+    for dissolves and fades), and a 'gradual' one whose two sides hold the same content
+    (_sides_differ; `shots_s`: the hard cuts' times, where a side stops). A fade through black is
+    kept by its black frame. The cut kept (a gradual one saying what it blends), or None."""
     t = thumbs.times
     if cut.kind == "hard":
         return cut if float(step[int(np.argmin(np.abs(t - cut.time_s)))]) >= MIN_HARD_STEP * threshold else None
@@ -279,7 +191,7 @@ def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: fl
         return replace(cut, blend="fade")
     weights = np.array([1.0, CHROMA_WEIGHT, CHROMA_WEIGHT], np.float32)[:, None, None]
     frame = [thumbs.features[min(len(t) - 1, max(0, int(np.searchsorted(t, x))))].astype(np.float32) * weights
-             for x in (cut.start_s - 0.25, cut.time_s, cut.end_s + 0.25)]
+             for x in (cut.start_s - AROUND_S, cut.time_s, cut.end_s + AROUND_S)]
     before, middle, after = frame
     black = np.array([16.0, 128.0, 128.0], np.float32)[:, None, None] * weights  # limited-range YUV black
     mixes = {"dissolve": (before, after), "fade": (before, black), "fade in": (after, black)}
@@ -287,7 +199,64 @@ def _is_transition(cut: Cut, thumbs: Thumbnails, step: np.ndarray, threshold: fl
                           for name, (a, b) in mixes.items() for k in np.linspace(0.0, 1.0, 21))
     if residual > MAX_BLEND_RESIDUAL * float(np.abs(before - after).mean()):
         return None
+    if not _sides_differ(cut, thumbs, threshold, shots_s):
+        return None
     return replace(cut, blend="fade" if blend.startswith("fade") else "dissolve")
+
+
+def _sides_differ(cut: Cut, thumbs: Thumbnails, threshold: float, shots_s: np.ndarray | None = None) -> bool:
+    """Whether the content on either side of a gradual transition differs as a change of shot's does.
+    Its sides: the mean thumbnail of the SIDE_S before its span (from AROUND_S out, not back past the
+    hard cut, of `shots_s`, that starts that shot) and of the SIDE_S after it (not up to the next hard
+    cut). They differ when their levels do (_content_distance at least `threshold`: another shot
+    brings other levels, motion inside one shot moves them about), or, with the same levels, when most
+    of the picture changed (the median cell, _cell_distance, by SAME_LEVELS_MEDIAN x `threshold`).
+
+    On reels edited from real footage, Big Buck Bunny's character crawling out and rising changes by
+    9-10 levels a second apart (4-7 beyond the shots beside it where they move less) and smoothly (its
+    middle is a blend of its sides), yet its sides' levels are 3.4-3.6 apart and its median cell 6.7-7.1
+    (a hand-held swing's: 2.7 and 1.9). Dissolves and fades without a black frame: levels 9.3 or more
+    apart on reels of different scenes (13.8 or more on caption-bench scenes-real's sets, 303 and 404),
+    6.2 or more on the synthetic sets (caption-synth-long); between similar pictures (the same footage
+    mirrored, two shots of one scene) 0.7-3.1, but their median cell 13.3-38.5 (hence 2.5 x 4, between)."""
+    t = thumbs.times
+    shots = np.asarray([] if shots_s is None else shots_s, np.float64)
+    start, end = cut.start_s - AROUND_S, cut.end_s + AROUND_S
+    first = float(shots[shots <= start].max(initial=-np.inf))  # the shot before the transition starts here
+    last = float(shots[shots > end].min(initial=np.inf))  # the shot after it ends here
+    weights = np.array([1.0, CHROMA_WEIGHT, CHROMA_WEIGHT], np.float32)[:, None, None]
+    sides = []
+    for inside, edge in (((t >= max(start - SIDE_S, first)) & (t <= start), start),
+                         ((t >= end) & (t <= end + SIDE_S) & (t < last), end)):
+        pick = np.flatnonzero(inside)
+        if not len(pick):  # a side shorter than the gap between two frames: the frame at its edge
+            pick = np.array([min(len(t) - 1, max(0, int(np.searchsorted(t, edge))))])
+        sides.append(thumbs.features[pick].astype(np.float32).mean(axis=0) * weights)
+    return _content_distance(*sides) >= threshold or _cell_distance(*sides) >= SAME_LEVELS_MEDIAN * threshold
+
+
+def _content_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """How far apart the levels of two thumbnails (3, rows, cols) are, wherever in the frame they lie:
+    the mean absolute difference of their cells sorted plane by plane (the earth mover's distance
+    between their histograms), the least mean absolute difference over any rearrangement of the
+    cells. Content that moves keeps its levels (only what it covers or uncovers changes them);
+    another shot brings its own, unless it is a similar picture (_cell_distance tells those)."""
+    planes = len(a)
+    return float(np.abs(np.sort(a.reshape(planes, -1), axis=1) - np.sort(b.reshape(planes, -1), axis=1)).mean())
+
+
+def _cell_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """The median cell's absolute difference (over the planes) of two thumbnails (3, rows, cols), the
+    least over shifts of up to SHIFT cells, as _pair_distance: one object moving changes the cells it
+    crosses, a picture replaced by another changes most of them."""
+    rows, cols = a.shape[-2:]
+    best = np.inf
+    for dy in range(-SHIFT, SHIFT + 1):
+        for dx in range(-SHIFT, SHIFT + 1):
+            ys, yd = slice(max(dy, 0), rows + min(dy, 0)), slice(max(-dy, 0), rows + min(-dy, 0))
+            xs, xd = slice(max(dx, 0), cols + min(dx, 0)), slice(max(-dx, 0), cols + min(-dx, 0))
+            best = min(best, float(np.median(np.abs(a[:, ys, xs] - b[:, yd, xd]).mean(axis=0))))
+    return best
 
 
 def _through_black(cut: Cut, thumbs: Thumbnails, threshold: float) -> bool:
@@ -295,7 +264,7 @@ def _through_black(cut: Cut, thumbs: Thumbnails, threshold: float) -> bool:
     pictures that are not. A fade next to a moving shot fails the blend test (its span runs into the
     motion, caption-bench scenes-real), not this one."""
     t = thumbs.times
-    lo, hi = np.searchsorted(t, cut.start_s - 0.25), np.searchsorted(t, cut.end_s + 0.25, side="right")
+    lo, hi = np.searchsorted(t, cut.start_s - AROUND_S), np.searchsorted(t, cut.end_s + AROUND_S, side="right")
     luma = thumbs.features[lo:hi, 0].reshape(hi - lo, -1)
     if not len(luma) or int(luma.max(axis=1).min()) > BLACK_LUMA:
         return False

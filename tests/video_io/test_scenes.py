@@ -279,3 +279,35 @@ def test_real_editing_is_covered_but_for_its_transitions_and_trims(real_reel):
     dropped = plan_video(str(path), SegmentSpec(mode="scenes", short="drop"))
     assert dropped.coverage()["segments_s"] < 0.6 * c["segments_s"]
     assert "short" in {g.reason for g in dropped.left_out}
+
+
+@pytest.fixture(scope="module")
+def continuous_reel(tmp_path_factory):
+    """Big Buck Bunny's character crawling out and rising, played on between hard cuts at the start and
+    after bikes as edited and carphone (tests/video_io/real_footage.py); then two dissolves (the second
+    into the same footage mirrored) and a fade."""
+    from tests.video_io.real_footage import make_continuous_reel
+
+    path = tmp_path_factory.mktemp("continuous") / "reel.mp4"
+    return path, make_continuous_reel(path)
+
+
+def test_real_editing_no_dissolve_inside_a_continuous_shot(continuous_reel):
+    """The issue's false dissolve: the rising character changes a second apart by 9-10 levels, more than
+    the threshold over the shots beside it, and smoothly (its middle is a blend of its sides), yet both
+    sides hold the same picture, moved (_sides_differ). Every true change is still found where it is,
+    the dissolve between similar pictures (the same levels, most of the picture changed) included."""
+    path, truth = continuous_reel
+    cuts = detect_scenes(str(path)).cuts
+    for start, end in truth["continuous"]:  # the hard cuts at its ends are its edges, nothing lies inside
+        inside = [c for c in cuts if c.end_s > start + 0.1 and c.start_s < end - 0.1]
+        assert inside == [], (start, end, inside)
+    pairs = match_cuts([c["time_s"] for c in truth["cuts"]], [c.time_s for c in cuts], 0.5)
+    assert len(pairs) == len(truth["cuts"]) == 12 and len(cuts) == len(pairs), (truth["cuts"], cuts)
+    assert {c["kind"] for c in truth["cuts"]} == {"cut", "dissolve", "fade"}
+    assert any(c["kind"] == "dissolve" and c["similar"] for c in truth["cuts"])
+    for i, j in pairs:
+        kind = truth["cuts"][i]["kind"]
+        assert cuts[j].kind == ("hard" if kind == "cut" else "gradual")
+        assert kind == "cut" and abs(cuts[j].time_s - truth["cuts"][i]["time_s"]) <= 0.05 or \
+            kind != "cut" and cuts[j].blend == kind  # a hard cut to its frame; a fade told from a dissolve
