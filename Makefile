@@ -12,6 +12,11 @@ BIN    := $(VENV)/bin
 DEMO   ?= data/demo
 SETUP_DONE := $(VENV)/.setup-done-$(ENGINE)
 export HF_HUB_OFFLINE ?= 1
+# Test processes (pytest-xdist), each given whole test files: the suite spends much of its time in one
+# thread (imports, decoding, subprocesses), so two keep two cores busy (docs/development.md). Each holds
+# its own engines (~3 GiB): mind the memory before raising it. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: setup demo test test-fast docs clean-demo
 
@@ -28,10 +33,10 @@ demo: $(SETUP_DONE)  ## caption a small synthetic set with the embedded model, s
 	@$(BIN)/caption-report $(DEMO)/captions.jsonl --out $(DEMO)/report.html
 
 test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs it)
-	@$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q $(TEST_WORKERS_ARGS)
 
 test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
-	@$(BIN)/python -m pytest -q -m "not slow"
+	@$(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
 
 docs: $(SETUP_DONE)  ## regenerate the generated tables (tools/docsgen), then build the site into site/
 	@$(BIN)/python -m tools.docsgen

@@ -202,18 +202,13 @@ def test_the_engine_only_benchmark_does_the_jobs_work(synth_dir):
     drawn from that key. Its output tokens are then exactly the job's; keyed any other way, the draws
     and so the totals differ."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    from caption.config import REPO_ROOT
+    from tests.caption.in_process import run_command
     from video_io.crawl import crawl_videos
 
-    run = subprocess.run([sys.executable, "-m", "bench", "engine-only", "--clips", str(synth_dir),
-                          "tasks=[caption,motion]", "sampling.max_new_tokens=40", "gpu.max_num_seqs=4",
-                          "benchmark.output_tokens={median:12,sigma:0.8,min:2,max:40,seed:3}"],
-                         capture_output=True, text=True, timeout=600,
-                         env=os.environ | {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"})
+    run = run_command("caption-bench", ["engine-only", "--clips", synth_dir, "tasks=[caption,motion]",
+                                        "sampling.max_new_tokens=40", "gpu.max_num_seqs=4",
+                                        "benchmark.output_tokens={median:12,sigma:0.8,min:2,max:40,seed:3}"])
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     drawn = ForcedLengths(median=12, sigma=0.8, min=2, max=40, seed=3)

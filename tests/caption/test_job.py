@@ -13,6 +13,7 @@ import pytest
 from caption.config import REPO_ROOT
 from caption.job import run_job
 from tests.caption.browser import dump_dom
+from tests.caption.in_process import run_caption
 
 pytestmark = pytest.mark.slow
 
@@ -143,10 +144,8 @@ def test_verbose_brings_every_line_back_to_the_terminal(tmp_path, synth_dir):
     folder = tmp_path / "clips"
     folder.mkdir()
     shutil.copy(synth_dir / "clip_00000.mp4", folder)
-    caption = os.path.join(os.path.dirname(sys.executable), "caption")
-    proc = subprocess.run([caption, f"input_dir={folder}", f"output={tmp_path / 'o.jsonl'}", "verbose=true",
-                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path, timeout=300)
+    proc = run_caption([f"input_dir={folder}", f"output={tmp_path / 'o.jsonl'}", "verbose=true",
+                        f"hydra.run.dir={tmp_path / 'run'}"], env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Loading safetensors" in proc.stdout + proc.stderr and "prefix_cache_hit_rate" in proc.stdout
     assert not (tmp_path / "run" / "caption.log").exists()
@@ -167,10 +166,8 @@ def test_the_plan_warns_only_when_the_embedded_model_meets_footage_it_does_not_k
 
 
 def test_a_bad_config_fails_before_any_model_loads(tmp_path, synth_dir):
-    caption = os.path.join(os.path.dirname(sys.executable), "caption")
-    proc = subprocess.run([caption, f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}",
-                           "tasks=[poem]", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    proc = run_caption([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "tasks=[poem]",
+                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT)
     assert proc.returncode == 2
     assert "invalid config: `tasks=poem` is not valid; choose one of: caption, keywords, motion" in proc.stderr
     assert "vllm" not in proc.stderr.lower() and "Loading" not in proc.stdout

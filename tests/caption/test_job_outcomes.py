@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 
 from caption.outcome import EngineDied
+from tests.caption.in_process import run_caption
 from tests.caption.processes import HELD, hold_a_decoder
 from vidcap_ko_outputs.exit_status import (
     EXIT_ENGINE_DIED,
@@ -41,10 +42,10 @@ def _start(tmp_path, *overrides, run="run"):
                             stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
 
 
-def _run(tmp_path, *overrides, timeout=300):
-    proc = _start(tmp_path, *overrides)
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+def _run(tmp_path, *overrides):
+    """A whole job, waited for: in this process (tests/caption/in_process.py); `_start` gives one of its own."""
+    done = run_caption([*overrides, f"hydra.run.dir={tmp_path / 'run'}"], env=ENV, cwd=tmp_path)
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from caption.overrides import hydra_quote, paths_as_typed
+from tests.caption.in_process import run_command
 
 BIN = os.path.dirname(sys.executable)
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -22,8 +21,7 @@ ODD = "내 영상 =it's \"q\" ~"  # one folder name with every character Hydra's
 
 
 def _run(tool, *args, cwd, env=None, timeout=600):
-    return subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True,
-                          env={**ENV, **(env or {})}, cwd=cwd, timeout=timeout)
+    return run_command(tool, args, env={**ENV, **(env or {})}, cwd=cwd)
 
 
 def test_hydra_reads_a_quoted_path_back_as_typed():
@@ -63,24 +61,13 @@ def test_the_command_takes_paths_as_typed_and_makes_the_output_folder(tmp_path, 
     assert summary["input_dir"] == str(odd_home / ODD) and summary["meteor_n"] == 2
 
 
-API_SCRIPT = textwrap.dedent("""
-    import sys
-    from caption import caption_folder
-
-    summary = caption_folder(sys.argv[1], sys.argv[2], engine="hf", video__workers=0)
-    print(summary["captions_ok"], summary["meteor_n"])
-""")
-
-
 @pytest.mark.slow
 def test_the_api_takes_the_same_paths(tmp_path, odd_home):
-    script = tmp_path / "api.py"
-    script.write_text(API_SCRIPT, encoding="utf-8")
+    from caption import caption_folder
+
     out = tmp_path / "영상" / "captions.jsonl"  # Korean letters only: a word the API used to pass unquoted
-    done = subprocess.run([sys.executable, str(script), str(odd_home / ODD), str(out)], capture_output=True,
-                          text=True, env=ENV, cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "2 2" and out.is_file()
+    summary = caption_folder(str(odd_home / ODD), str(out), engine="hf", video__workers=0)  # as a script's argv
+    assert (summary["captions_ok"], summary["meteor_n"]) == (2, 2) and out.is_file()
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
+from tests.caption.in_process import run_caption, run_command
 from tests.caption.processes import HELD, hold_a_decoder
 from vidcap_ko_outputs.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from video_io.identity import compare, file_identity, fingerprint
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
-BIN = os.path.dirname(sys.executable)
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
@@ -28,8 +28,8 @@ def _records(path):
 
 
 def _caption(tmp_path, *overrides, run="run"):
-    proc = subprocess.run([CAPTION, *overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
-                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+    proc = run_caption([*overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
+                       env=ENV, cwd=tmp_path)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -113,18 +113,17 @@ def test_another_file_under_a_known_name_is_refused_then_captioned_anew_on_reque
 
     # the review page and the subtitles check each file against its record
     page = tmp_path / "page.html"
-    report = subprocess.run([os.path.join(BIN, "caption-report"), str(out), "--out", str(page), "--input-dir",
-                             str(day1), "--references", "none", "--workers", "0"], capture_output=True, text=True,
-                            env=ENV, timeout=300)
+    report = run_command("caption-report", [out, "--out", page, "--input-dir", day1, "--references", "none",
+                                            "--workers", "0"], env=ENV)
     assert report.returncode == 0, report.stderr
     html = page.read_text(encoding="utf-8")
     assert html.count("changed since captioning: it was") == 2 and "2 clip(s) changed since captioning" in html
-    export = subprocess.run([os.path.join(BIN, "caption-export"), str(out), "--format", "vtt", "--input-dir",
-                             str(day1), "--out", str(tmp_path / "vtt")], capture_output=True, text=True, env=ENV)
+    export = run_command("caption-export", [out, "--format", "vtt", "--input-dir", day1, "--out", tmp_path / "vtt"],
+                         env=ENV)
     assert export.returncode == EXIT_USAGE and "changed since captioning" in export.stderr
     assert not (tmp_path / "vtt").exists()
-    export = subprocess.run([os.path.join(BIN, "caption-export"), str(out), "--format", "vtt", "--input-dir",
-                             str(day2), "--out", str(tmp_path / "vtt")], capture_output=True, text=True, env=ENV)
+    export = run_command("caption-export", [out, "--format", "vtt", "--input-dir", day2, "--out", tmp_path / "vtt"],
+                         env=ENV)
     assert export.returncode == 0 and len(list((tmp_path / "vtt").glob("*.vtt"))) == 2, export.stderr
 
 

@@ -47,15 +47,22 @@ def _clean_env() -> dict:
     return {**env, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _caption(overrides, tmp_path, output):
-    """Run `caption` with these overrides; (exit status, summary dict, stderr)."""
+def _caption(overrides, tmp_path, output, started=None):
+    """Run `caption` with these overrides; (exit status, summary dict, stderr). `started` gets its pid."""
     run_dir = tmp_path / f"run-{output.stem}-{time.monotonic_ns()}"
-    proc = subprocess.run([sys.executable, "-m", "caption", *overrides, f"output={output}",
-                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
-                          env=_clean_env(), timeout=RUN_LIMIT_S)
+    proc = subprocess.Popen([sys.executable, "-m", "caption", *overrides, f"output={output}",
+                             f"hydra.run.dir={run_dir}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_clean_env())
+    if started is not None:
+        started.append(proc.pid)
+    try:
+        _, stderr = proc.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     summary_path = output.with_name(output.name + ".summary.json")
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
-    return proc.returncode, summary, proc.stderr
+    return proc.returncode, summary, stderr
 
 
 def _records(path):
@@ -108,17 +115,30 @@ def _cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _actor_pids():
-    """Engine actor processes of this machine (Ray titles them ray::MapWorker(MapBatches(_CaptionActor)))."""
-    pids = []
+def _actor_pids(job_pid):
+    """Engine actor processes of the job `job_pid` (Ray titles them ray::MapWorker(MapBatches(_CaptionActor))):
+    those under its process, whose local cluster (raylet, workers) it started; another job's are not its."""
+    parents, actors = {}, []
     for entry in os.listdir("/proc"):
         try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
                 if b"MapBatches(_CaptionActor)" in fh.read().split(b"\0")[0]:
-                    pids.append(int(entry))
-        except (OSError, ValueError):
+                    actors.append(int(entry))
+        except (OSError, ValueError, IndexError):
             continue
-    return pids
+
+    def under_the_job(pid):
+        for _ in range(64):
+            pid = parents.get(pid, 0)
+            if pid == job_pid:
+                return True
+            if pid <= 1:
+                return False
+        return False
+
+    return [pid for pid in actors if under_the_job(pid)]
 
 
 @pytest.mark.slow
@@ -129,12 +149,12 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     # kill lands on work in flight (with 6, an actor could finish its last batch while the watcher was
     # still measuring which one was busy: killed with nothing left, one pass, nothing to test)
     folder, out = clips(12), tmp_path / "out.jsonl"
-    killed = []
+    killed, job = [], []
 
     def kill_one_when_records_arrive():
         deadline = time.time() + RUN_LIMIT_S
         while time.time() < deadline and not killed:
-            pids = _actor_pids()
+            pids = _actor_pids(job[0]) if job else []
             if len(pids) == 2 and out.exists() and out.read_text(encoding="utf-8").count("\n") >= 1:
                 # the actor generating now, by CPU time over the last half second (not in total: an actor
                 # that had sent all its batches back would cost no record, and there would be nothing to test)
@@ -151,7 +171,8 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     watcher.start()
     # 200 tokens a request keep the engines busy for a while, so the kill lands while batches are queued
     long = ["sampling.min_new_tokens=200", "sampling.max_new_tokens=200"]
-    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY], tmp_path, out)
+    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY], tmp_path, out,
+                                    started=job)
     watcher.join(timeout=5)
     assert killed, "no actor was killed: the job ended before the watcher saw a record"
     records = _records(out)

@@ -8,23 +8,20 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from eval.meteor import meteor_score
 from tests.caption.clips import clips_with_references
+from tests.caption.in_process import run_command
 
 pytestmark = pytest.mark.slow
-BIN = os.path.dirname(sys.executable)
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 FAST = ["engine=hf", "video.workers=0", "progress=false"]
 
 
-def _run(tool, *args, cwd, timeout=600):
-    return subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, env=ENV,
-                          cwd=cwd, timeout=timeout)
+def _run(tool, *args, cwd):
+    return run_command(tool, args, env=ENV, cwd=cwd)
 
 
 def _caption(tmp_path, folder, out, *overrides, name="run"):

@@ -10,6 +10,7 @@ import pytest
 
 from caption.job import run_job
 from caption.records import OutputRefused
+from tests.caption.in_process import run_caption, run_command
 from video_io.identity import file_identity
 
 SEGMENT_FIELDS = ("segment_index", "segments", "start_s", "end_s")
@@ -119,8 +120,6 @@ def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_
     """The `caption` command on real footage with real editing (tests/video_io/real_footage.py), as a user
     runs it: every second is in a segment or named as left out, and each place results live says so."""
     import os
-    import subprocess
-    import sys
 
     import srt
 
@@ -130,10 +129,9 @@ def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_
     folder = tmp_path / "reels"
     folder.mkdir()
     make_reel(folder / "reel.mp4")
-    out, bin_dir, env = tmp_path / "c.jsonl", os.path.dirname(sys.executable), {**os.environ, "HF_HUB_OFFLINE": "1"}
-    job = subprocess.run([os.path.join(bin_dir, "caption"), f"input_dir={folder}", f"output={out}",
-                          "video.segments=scenes", "progress=false", "video.workers=1",
-                          f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env, timeout=600)
+    out, env = tmp_path / "c.jsonl", {**os.environ, "HF_HUB_OFFLINE": "1"}
+    job = run_caption([f"input_dir={folder}", f"output={out}", "video.segments=scenes", "progress=false",
+                       "video.workers=1", f"hydra.run.dir={tmp_path / 'run'}"], env=env)
     assert job.returncode == 0, job.stderr[-2000:]
     records = sorted(_records(out), key=lambda r: r["segment_index"])
     # the records: segments and left-out spans tile the reel; every shot is in a segment
@@ -152,8 +150,7 @@ def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_
     line = next(x for x in job.stdout.splitlines() if x.strip().startswith("coverage"))
     assert f"{summary['captioned_s']:.1f} of {summary['duration_s']:.1f} s captioned" in line and "trim" in line
     # subtitles: a cue per segment at its times; every gap between cues is a span the records leave out
-    export = subprocess.run([os.path.join(bin_dir, "caption-export"), str(out), "--format", "srt"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    export = run_command("caption-export", [out, "--format", "srt"], env=env)
     assert export.returncode == 0 and "the records name every gap" in export.stderr
     cues = list(srt.parse((tmp_path / "c-srt" / "reel.srt").read_text(encoding="utf-8")))
     assert [(round(c.start.total_seconds(), 2), round(c.end.total_seconds(), 2)) for c in cues] == \
@@ -170,8 +167,8 @@ def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_
             at = named[at]
     # the review page draws the reel's timeline above its first segment
     report = tmp_path / "report.html"
-    subprocess.run([os.path.join(bin_dir, "caption-report"), str(out), "--out", str(report)], check=True,
-                   capture_output=True, env=env, timeout=300)
+    made = run_command("caption-report", [out, "--out", report], env=env)
+    assert made.returncode == 0, made.stderr[-2000:]
     dom = chromium_run(report, "", ["--dump-dom"], tmp_path / "profile")
     timeline = dom.index('class="timeline"')
     assert timeline < dom.index('class="clip ok"') and "reel.mp4: " in dom[timeline:timeline + 400]

@@ -22,6 +22,7 @@ import pytest
 
 from bench.server import server_process
 from caption.config import REPO_ROOT
+from tests.caption.in_process import run_caption, run_command
 from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
 from video_io.identity import file_identity
 
@@ -89,12 +90,11 @@ def _caption(tmp_path: Path, url: str, *overrides: str, run: str = "run", wait: 
     command = [CAPTION, "engine=server", f"engine.base_url={url}", f"engine.api_key_env={KEY_ENV}",
                f"engine.retries={retries}", "engine.retry_wait_s=0.1", "progress=false", *overrides,
                f"hydra.run.dir={tmp_path / run}"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                               cwd=tmp_path)
-    if not wait:
-        return process
-    out, err = process.communicate(timeout=600)
-    return process.returncode, out, err
+    if wait:  # in this process (tests/caption/in_process.py)
+        done = run_caption(command[1:], env=ENV, cwd=tmp_path)
+        return done.returncode, done.stdout, done.stderr
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            cwd=tmp_path)
 
 
 def _records(path: Path) -> list[dict]:
@@ -161,8 +161,7 @@ def test_records_are_the_servers_own_answers_and_the_key_is_written_nowhere(vllm
     assert summary["meteor"] is not None and summary["server_requests"] == 12
 
     report = tmp_path / "out" / "report.html"
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "caption-report"), str(out),
-                           "--out", str(report)], env=ENV, capture_output=True, text=True, timeout=300)
+    done = run_command("caption-report", [out, "--out", report], env=ENV)
     assert done.returncode == 0, done.stderr
     again = _caption(tmp_path, vllm_server.url, f"input_dir={clips}", f"output={out}", "tasks=[caption,motion]",
                      "lora=detailed", "lora.include_base=true", run="rerun")

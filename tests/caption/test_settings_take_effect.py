@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -16,6 +15,7 @@ from caption import ConfigError
 from caption.api import Captioner
 from quant import presets
 from quant.devices import detect_devices, pick_tier
+from tests.caption.in_process import run_caption
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -30,8 +30,7 @@ def clips(tmp_path, synth_dir):
 
 
 def _caption(tmp_path, *overrides):
-    return subprocess.run([CAPTION, *overrides, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    return run_caption([*overrides, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"], env=ENV, cwd=tmp_path)
 
 
 def _refused(done) -> str:
@@ -62,9 +61,8 @@ def test_a_key_the_presets_do_not_read_is_refused_with_the_fix(tmp_path, clips, 
 def test_the_fix_runs_and_a_sweep_warns_instead(tmp_path, clips):
     assert _caption(tmp_path, f"input_dir={clips}", "video=fps", "video.fps=1", "plan_only=true").returncode == 0
     sweep = tmp_path / "sweep"
-    done = subprocess.run([CAPTION, "-m", "video=uniform,fps", "video.fps=1", "plan_only=true",
-                           f"hydra.sweep.dir={sweep}"], capture_output=True, text=True, env=ENV, cwd=tmp_path,
-                          timeout=300)
+    done = run_caption(["-m", "video=uniform,fps", "video.fps=1", "plan_only=true", f"hydra.sweep.dir={sweep}"],
+                       env=ENV, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     warnings = [json.loads((sweep / job / "result.json").read_text())["plan"]["warnings"] for job in ("0", "1")]
     assert any("`video.fps=1` does nothing here" in w for w in warnings[0])

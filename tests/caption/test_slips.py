@@ -11,14 +11,15 @@ import sys
 import pytest
 
 from caption.schema import documented_keys
+from tests.caption.in_process import run_caption
 from vidcap_ko_outputs.exit_status import EXIT_USAGE
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 
 
 def _caption(tmp_path, *args):
-    return subprocess.run([CAPTION, *args, f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path, timeout=120)
+    return run_caption([*args, f"hydra.run.dir={tmp_path / 'run'}"], env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                       cwd=tmp_path)
 
 
 @pytest.mark.parametrize("slip, said", [

@@ -10,14 +10,21 @@ import sys
 
 import pytest
 
+from tests.caption.in_process import run_caption
+
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 
 
-def _sweep(tmp_path, *overrides, timeout=600, env=None):
+def _sweep(tmp_path, *overrides, start_up_env=None):
+    """The sweep in this process (tests/caption/in_process.py), or in a process of its own where
+    `start_up_env` changes what its start-up does (a sitecustomize on PYTHONPATH)."""
     sweep = tmp_path / "sweep"
-    proc = subprocess.run([CAPTION, "-m", *overrides, f"hydra.sweep.dir={sweep}", "progress=false"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    command = ["-m", *overrides, f"hydra.sweep.dir={sweep}", "progress=false"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(start_up_env or {})}
+    if start_up_env is None:
+        proc = run_caption(command, cwd=tmp_path, env=env)
+    else:
+        proc = subprocess.run([CAPTION, *command], capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return sweep, proc.stdout
 
@@ -72,7 +79,7 @@ def test_quantization_sweep_on_a_cpu_without_avx512_refuses_4bit_and_runs_the_re
 
     no_avx512 = REPO_ROOT / "tests" / "support" / "no_avx512"  # see its sitecustomize.py
     sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={two_clips_with_references}",
-                      env={"PYTHONPATH": os.pathsep.join([str(no_avx512), os.environ.get("PYTHONPATH", "")])})
+                      start_up_env={"PYTHONPATH": os.pathsep.join([str(no_avx512), os.environ.get("PYTHONPATH", "")])})
     rows = list(csv.DictReader(open(sweep / "sweep.csv")))
     assert [(r["quant"], r["fits"]) for r in rows] == [("none", "yes"), ("", "no")]
     assert float(rows[0]["videos_per_s"]) > 0 and 0 <= float(rows[0]["meteor"]) <= 1

@@ -22,6 +22,7 @@ import pytest
 
 from caption.record_store import RecordStore
 from caption.summary import save_summary
+from tests.caption.in_process import run_caption
 from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
 from vidcap_ko_outputs.writing import WriteFailed, check_writable
 
@@ -64,8 +65,8 @@ def fill(disk: Path, leave_pages: int) -> Path:
 
 def caption(cwd: Path, *overrides: str, run_dir: Path | None = None) -> subprocess.CompletedProcess:
     run = run_dir or cwd / "run"
-    return subprocess.run([CAPTION, *overrides, "progress=false", "engine=hf", "references=null",
-                           f"hydra.run.dir={run}"], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=600)
+    return run_caption([*overrides, "progress=false", "engine=hf", "references=null", f"hydra.run.dir={run}"],
+                       env=ENV, cwd=cwd)
 
 
 def records(path: Path) -> list[dict]:

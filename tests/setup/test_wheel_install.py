@@ -28,6 +28,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from caption.config import REPO_ROOT
+from tests.caption.in_process import run_caption
 
 WORK = REPO_ROOT / "build" / "wheel-install"
 CACHE = WORK / "pip-cache"
@@ -114,10 +115,10 @@ def _versions(python: Path) -> dict:
                                      env=env, cwd="/").stdout)
 
 
-def _caption(bin_dir: Path, cwd: Path, *args: str, checkout: bool = False) -> subprocess.CompletedProcess:
-    """A command of an environment, run from `cwd`; nothing of the checkout on the path unless `checkout`."""
+def _caption(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """A command of an environment, run from `cwd`; nothing of the checkout on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", **({"PYTHONPATH": str(REPO_ROOT)} if checkout else {}))
+    env.update(HF_HUB_OFFLINE="1")
     return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -181,8 +182,8 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
     assert model_path.is_relative_to(_site_packages(env_dir)), model_path  # the package's own copy
 
     # the same job from the checkout (transformers 5.19 in .venv) writes the same captions
-    here = _caption(Path(sys.executable).parent, work, "caption", "input_dir=clips", "output=ref/captions.jsonl",
-                    "engine=hf", "hydra.run.dir=ref/run", checkout=True)
+    here = run_caption(["input_dir=clips", "output=ref/captions.jsonl", "engine=hf", "hydra.run.dir=ref/run"],
+                       cwd=work)  # in this process: the checkout's code (tests/caption/in_process.py)
     assert here.returncode == 0, (here.stdout + here.stderr)[-3000:]
     reference = {json.loads(line)["video"]: json.loads(line)["caption"]
                  for line in (work / "ref" / "captions.jsonl").read_text().splitlines()}
