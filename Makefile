@@ -12,11 +12,12 @@ BIN    := $(VENV)/bin
 DEMO   ?= data/demo
 SETUP_DONE := $(VENV)/.setup-done-$(ENGINE)
 export HF_HUB_OFFLINE ?= 1
-# Test processes (pytest-xdist), each given whole test files: the suite spends much of its time in one
-# thread (imports, decoding, subprocesses), so two keep two cores busy (docs/development.md). Each holds
-# its own engines (~3 GiB): mind the memory before raising it. TEST_WORKERS=0 runs in one process.
+# Test processes (pytest-xdist), each given whole test files, the longest first (tests/conftest.py): the
+# suite spends much of its time in one thread (imports, decoding, subprocesses), so two keep two cores
+# busy (docs/development.md). Each holds its own engines (~3 GiB): mind the memory before raising it.
+# TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
-TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup demo test test-fast docs clean-demo
 

@@ -56,10 +56,35 @@ def compose_config():
     return _compose
 
 
+# The files that take longest (seconds on 2 cores, docs/development.md), run first: `make test` hands whole
+# files to its pytest-xdist workers in this order (--no-loadscope-reorder), so that none of them starts
+# last and leaves one core idle while it runs alone
+LONGEST_FIRST = [
+    "tests/caption/test_runner_ray.py",
+    "tests/setup/test_wheel_install.py",
+    "tests/caption/test_job_outcomes.py",
+    "tests/caption/test_api.py",
+    "tests/caption/test_server_engine.py",
+    "tests/caption/test_api_settings.py",
+    "tests/caption/test_sweep.py",
+    "tests/caption/test_lora_spec_engines.py",
+    "tests/caption/test_segments_job.py",
+    "tests/caption/test_make_model.py",
+]
+
+
+def _longest_first(items) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest as collected
+
+
 def pytest_collection_modifyitems(config, items):
-    """`@pytest.mark.w4a16` tests load 4-bit checkpoints on vLLM's CPU build: they run where its kernel
-    library has the W4A16 kernel (AVX-512 CPUs) and are skipped, saying why, where it does not."""
+    """The longest files first (LONGEST_FIRST). `@pytest.mark.w4a16` tests load 4-bit checkpoints on vLLM's
+    CPU build: they run where its kernel library has the W4A16 kernel (AVX-512 CPUs) and are skipped,
+    saying why, where it does not."""
     from quant.cpu_kernels import describe, has_w4a16
+
+    _longest_first(items)
 
     if any(item.get_closest_marker("w4a16") for item in items) and not has_w4a16():
         skip = pytest.mark.skip(reason=f"needs vLLM's W4A16 CPU kernel, absent on this CPU ({describe()})")

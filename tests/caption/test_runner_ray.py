@@ -20,7 +20,9 @@ import time
 
 import pytest
 
-pytest.importorskip("ray")
+from tests.caption.in_process import run_caption
+
+ray = pytest.importorskip("ray")
 
 # two actors, half a CPU each in Ray's books (one core each when bound), decoding tasks half a CPU; one clip
 # per batch
@@ -98,12 +100,15 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, co
     # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
     cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
-    # resume: the same command again finds nothing to do and changes nothing
+    # resume: the same command again finds nothing to do and changes nothing. With nothing to do no cluster
+    # starts (caption/runners/ray.py starts Ray with the first clip), so it runs in this process
     before = on_ray.read_bytes()
-    status, again, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY], tmp_path,
-                                  on_ray)
-    assert status == 0, err[-3000:]
+    done = run_caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY, f"output={on_ray}",
+                        f"hydra.run.dir={tmp_path / 'run-again'}"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    again = json.loads(on_ray.with_name(on_ray.name + ".summary.json").read_text(encoding="utf-8"))
     assert again["videos_skipped_resume"] == 4 and again["videos_run"] == 0 and on_ray.read_bytes() == before
+    assert not ray.is_initialized()
 
 
 def _cpu_seconds(pid):
