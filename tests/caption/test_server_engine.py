@@ -262,6 +262,16 @@ def test_a_wrong_address_model_or_key_is_one_line_before_anything_loads(vllm_ser
     assert "`engine.served_model=vidcap-ko-7b` is not served" in line and f"it serves: {SERVED}, detailed" in line
     line = _one_line_error(_caption(tmp_path, vllm_server.url, *args, "engine.api_key_env=null"))
     assert "answered 401" in line and "engine.api_key_env" in line
+    port = _free_port()
+    forwarder = _forward(port, vllm_server.port, answered=0)  # it lists the models, then answers no request
+    try:
+        line = _one_line_error(_caption(tmp_path, f"http://127.0.0.1:{port}/v1", *args, "engine.timeout_s=1",
+                                        retries="0"))
+    finally:
+        forwarder.kill()
+        forwarder.wait()
+    assert f"the server at http://127.0.0.1:{port}/v1 refused a test request shaped as the job's: no answer " \
+           "within engine.timeout_s=1 s" in line, line
     assert not (tmp_path / "x.jsonl").exists()
 
 
@@ -280,16 +290,18 @@ def test_a_refused_or_unanswered_request_is_an_error_record_with_the_servers_rea
     assert all("answered 400" in r["error"] and "max_tokens=600 cannot be greater than max_model_len=512"
                in r["error"] and "\n" not in r["error"] for r in records), [r["error"] for r in records]
     # a server that answers the plan's probe and nothing after it: every request times out, on any machine.
-    # The probe is a real generation: 6 s leaves it room on a machine busy with other tests (1.5 s did not)
+    # The probe is a real generation: 4 s leaves it room on a machine busy with other tests (1.5 s did not),
+    # and stays below the 5 s after which the server closes a connection it has answered
+    # (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, vllm/envs.py): past that the job would see a server gone
     out, port = tmp_path / "slow.jsonl", _free_port()
     forwarder = _forward(port, vllm_server.port, answered=1)
     try:
         status, _, stderr = _caption(tmp_path, f"http://127.0.0.1:{port}/v1", f"input_dir={clips}", f"output={out}",
-                                     "engine.timeout_s=6", "references=null")
+                                     "engine.timeout_s=4", "references=null")
     finally:
         forwarder.kill()
         forwarder.wait()
     assert status == EXIT_FAILED_RECORDS, stderr[-3000:]
     records = _records(out)
-    assert all(r["status"] == "error" and "no answer within engine.timeout_s=6 s (2 tries)" in r["error"]
+    assert all(r["status"] == "error" and "no answer within engine.timeout_s=4 s (2 tries)" in r["error"]
                for r in records), [r["error"] for r in records]
