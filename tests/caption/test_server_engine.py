@@ -191,7 +191,8 @@ def test_beam_search_is_the_servers_beam_search(vllm_server, synth_dir, tmp_path
 
 
 def _forward(port: int, target: int, answered: int | None = None) -> subprocess.Popen:
-    """tests/support/tcp_forward.py from `port` to the server; `answered`: only that many POSTs get answers."""
+    """tests/support/tcp_forward.py from `port` to the server; `answered`: only that many POSTs get answers,
+    the later ones wait until the job gives up."""
     process = subprocess.Popen([sys.executable, str(FORWARD), str(port), str(target),
                                 *([str(answered)] if answered is not None else [])],
                                stdout=subprocess.PIPE, text=True, env=ENV)
@@ -290,9 +291,9 @@ def test_a_refused_or_unanswered_request_is_an_error_record_with_the_servers_rea
     assert all("answered 400" in r["error"] and "max_tokens=600 cannot be greater than max_model_len=512"
                in r["error"] and "\n" not in r["error"] for r in records), [r["error"] for r in records]
     # a server that answers the plan's probe and nothing after it: every request times out, on any machine.
-    # The probe is a real generation: 4 s leaves it room on a machine busy with other tests (1.5 s did not),
-    # and stays below the 5 s after which the server closes a connection it has answered
-    # (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, vllm/envs.py): past that the job would see a server gone
+    # The probe is a real generation: 4 s leaves it room on a machine busy with other tests (1.5 s did not).
+    # The forwarder keeps a held request's connection open after the server closes its side, so the
+    # request times out rather than seeing a server gone (tests/support/tcp_forward.py)
     out, port = tmp_path / "slow.jsonl", _free_port()
     forwarder = _forward(port, vllm_server.port, answered=1)
     try:
