@@ -36,6 +36,7 @@ from typing import Iterable, Iterator
 from caption.config import CONF_DIR, ConfigError
 from caption.overrides import hydra_quote, paths_as_typed
 from caption.unread import check_settings_read
+from video_io.store import is_url
 
 _PLAIN = re.compile(r"^[\w./:@+-]+$", re.ASCII)  # values Hydra's override grammar takes unquoted
 
@@ -94,8 +95,22 @@ def compose_config(overrides: list[str]):
         raise ConfigError(explain_composition_error(exc)) from None
 
 
-def _videos(videos) -> tuple[Path, list[tuple[str, str]] | None]:
-    """(input_dir, (key, path) pairs or None to crawl it) for a folder or a list of files."""
+def _videos(videos) -> tuple[Path | str, list[tuple[str, str]] | None]:
+    """(input_dir, (key, path) pairs or None to crawl it) for a folder or a list of files; an object-store
+    URL (s3://bucket/prefix) is listed as a folder is crawled, a list of object URLs is keyed below the
+    prefix they share."""
+    if is_url(videos):
+        return str(videos).rstrip("/"), None
+    if not isinstance(videos, (str, os.PathLike)) and any(is_url(v) for v in videos):
+        urls = [str(v) for v in videos]
+        if not all(is_url(u) for u in urls):
+            raise ConfigError("a list of videos mixes object URLs and local files: caption each kind in its own call")
+        parts = [u.split("/") for u in urls]
+        shared = next((i for i in range(min(map(len, parts)) - 1) if len({p[i] for p in parts}) > 1),
+                      min(map(len, parts)) - 1)
+        if shared < 3:  # ["s3:", "", bucket, ...]
+            raise ConfigError("the object URLs given are in different buckets or stores: caption each in its own call")
+        return "/".join(parts[0][:shared]), [("/".join(p[shared:]), u) for p, u in zip(parts, urls)]
     if isinstance(videos, (str, os.PathLike)) and Path(videos).is_dir():
         return Path(videos), None
     paths = [Path(videos)] if isinstance(videos, (str, os.PathLike)) else [Path(v) for v in videos]

@@ -58,6 +58,7 @@ def _job(cfg) -> float | None:
     from caption.sweep import in_multirun, run_dir
     from caption.unread import task_overrides
     from vidcap_ko_outputs.writing import WriteFailed, writing
+    from video_io.store import StoreError
 
     if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
         sys.exit(EXIT_INTERRUPTED)
@@ -77,6 +78,9 @@ def _job(cfg) -> float | None:
     except WriteFailed as exc:  # before the job had its records open, e.g. a read-only output folder
         print(f"caption: {exc}", file=console.err)
         sys.exit(EXIT_WRITE_FAILED)
+    except StoreError as exc:  # the store of input_dir= does not answer, or refuses the credentials
+        print(f"caption: input unreachable: {exc}", file=console.err)
+        sys.exit(EXIT_INPUT_GONE)
     except Exception:  # a bug: the whole traceback on the terminal and in the log
         trace = traceback.format_exc()
         print(trace, file=sys.stderr)

@@ -26,11 +26,17 @@ def credentials_refusal(config: DictConfig) -> str | None:
     """Why the config must not be written anywhere (a setting or override with a URL's credentials), or None."""
     values = [str(override) for override in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
     base_url = OmegaConf.select(config, "engine.base_url", default=None, throw_on_missing=False)
-    if any(holds_credentials(value) for value in [*values, str(base_url or "")]):
-        return ("a setting holds a URL with credentials (user:password@): Hydra would write it into the run "
-                "folder; give the server's address without them, put the key in an environment variable and name "
-                "it in engine.api_key_env")
-    return None
+    input_dir = OmegaConf.select(config, "input_dir", default=None, throw_on_missing=False)
+    keyed = [value for value in [*values, str(base_url or ""), str(input_dir or "")] if holds_credentials(value)]
+    if not keyed:
+        return None
+    if any(value == str(input_dir) or value.startswith("input_dir=") for value in keyed):
+        return ("`input_dir=` carries credentials in its URL (user:password@): Hydra would write them into the "
+                "run folder; give the store's URL without them and the credentials the standard way "
+                "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role: docs/object-storage.md)")
+    return ("a setting holds a URL with credentials (user:password@): Hydra would write it into the run "
+            "folder; give the server's address without them, put the key in an environment variable and name "
+            "it in engine.api_key_env")
 
 
 class CredentialsCheck(Callback):

@@ -12,12 +12,13 @@ from omegaconf import MISSING
 
 from caption.option import ConfigError
 from caption.schema import JobOptions
+from video_io.store import StoreError, check_reachable, check_url, fetched_copy, is_url
 
 
 @dataclass(frozen=True)
 class JobPaths:
     """What a job that captions reads and writes (a plan_only job has none of them)."""
-    input_dir: Path
+    input_dir: Path | str  # a folder, or an object-store URL kept as typed (video_io/store.py)
     output: Path  # the records file itself: where `output=` names a symbolic link, the file it leads to
     summary_path: Path
     references: Path | None  # score the captions against these after the job; None: no scoring
@@ -38,10 +39,20 @@ def io_paths(options: JobOptions) -> JobPaths:
     """The files the settings name, as paths; ConfigError where one is missing or cannot be what it must."""
     if options.input_dir == MISSING:
         raise ConfigError("`input_dir` is required: add `input_dir=...` to the command line")
-    input_dir = Path(options.input_dir).expanduser()
+    input_dir: Path | str
+    if is_url(options.input_dir):  # s3://bucket/prefix: a str (Path would eat one slash of "//")
+        try:
+            input_dir = check_url(options.input_dir)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+        # a store that does not answer, or refuses the credentials: StoreError now, before the plan's
+        # other reads (its references.jsonl) and before any model loads (caption/cli.py: exit status 7)
+        check_reachable(input_dir)
+    else:
+        input_dir = Path(options.input_dir).expanduser()
+        if not input_dir.is_dir():
+            raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     output = Path(options.output).expanduser() if options.output else _default_output()
-    if not input_dir.is_dir():
-        raise ConfigError(f"`input_dir={input_dir}` is not a folder")
     link = None
     if output.is_symlink():  # one records file, whatever name reaches it: lock, appends, tidies and
         # renames act on the file itself, so a job through the link and one through the file exclude each
@@ -53,8 +64,10 @@ def io_paths(options: JobOptions) -> JobPaths:
     # refused there in one line where its parent cannot take it
     summary = Path(options.summary_path or f"{output}.summary.json").expanduser()
     references: Path | None = None
-    if options.references == "auto":
-        found = input_dir / "references.jsonl"
+    if options.references == "auto" and isinstance(input_dir, str):
+        references = fetched_copy(f"{input_dir}/references.jsonl")  # beside the clips in the store, if there
+    elif options.references == "auto":
+        found = Path(input_dir) / "references.jsonl"
         references = found if found.is_file() else None
     elif options.references is not None:
         references = Path(options.references).expanduser()

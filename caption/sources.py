@@ -20,9 +20,10 @@ from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
 from caption.records import OutputRefused
 from vidcap_ko_outputs.record import Record
 from video_io.identity import Identity, StrPath, compare, file_identity, with_folder
+from video_io.store import StoreError, check_reachable, is_url
 
 
-def changed_files(input_dir: Path, videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> dict[str, str]:
+def changed_files(input_dir: Path | str, videos: Iterable[tuple[str, StrPath]], store: RecordStore) -> dict[str, str]:
     """{video: what differs} for the found clips whose records were made from another file."""
     changed: dict[str, str] = {}
     for key, path in videos:
@@ -34,7 +35,7 @@ def changed_files(input_dir: Path, videos: Iterable[tuple[str, StrPath]], store:
     return changed
 
 
-def made_from_another_file(input_dir: Path, videos: Iterable[tuple[str, StrPath]]) -> Callable[[Record], bool]:
+def made_from_another_file(input_dir: Path | str, videos: Iterable[tuple[str, StrPath]]) -> Callable[[Record], bool]:
     """Whether a record (of a found clip) names another file than the one under its name now: what
     recaption_changed=true moves out with the job's own records (another settings' records beside them)."""
     paths = dict(videos)
@@ -64,7 +65,7 @@ class SourceIdentities:
     spoke for (the decoder died or hung on the clip) gets the file's identity now, worked out once per
     video (a long video's segments share it)."""
 
-    def __init__(self, input_dir: Path, videos: Iterable[tuple[str, StrPath]]):
+    def __init__(self, input_dir: Path | str, videos: Iterable[tuple[str, StrPath]]):
         self.input_dir, self.paths = input_dir, {key: path for key, path in videos}
         self._known: dict[str, Identity | None] = {}
 
@@ -86,11 +87,18 @@ class InputFolder:
     another device), stops the job (InputGone) instead of becoming an error record: every clip after it
     would fail for the same reason, and not one of them is broken."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path | str):
+        self.path, self.unreachable = path, ""
         self.identity = self._identity()
 
     def _identity(self) -> tuple[int, int] | None:
+        if is_url(self.path):  # a store: what matters is that it answers (with these credentials)
+            try:
+                check_reachable(str(self.path))
+            except StoreError as exc:
+                self.unreachable = str(exc)
+                return None
+            return (0, 0)
         try:
             st = os.stat(self.path)
         except OSError:
@@ -102,6 +110,11 @@ class InputFolder:
         now = self._identity()
         if now == self.identity:
             return
+        if is_url(self.path):
+            raise InputGone(f"`input_dir={self.path}` went away while the job ran ({self.unreachable.split(': ', 1)[-1]}), so its "
+                            f"clips cannot be read; stopped without error records for them. The {written} "
+                            "record(s) written stay: run the same command again once the store answers, and the "
+                            "job resumes")
         what = "it is gone" if now is None else "another folder stands at its path: a mount that dropped"
         raise InputGone(f"`input_dir={self.path}` went away while the job ran ({what}), so its clips cannot be "
                         f"read; stopped without error records for them. The {written} record(s) written stay: "

@@ -185,7 +185,7 @@ def foreign_footage_notes(job: JobConfig, videos: list) -> list[str]:
             "captions will be nonsense, and their records say so"]
 
 
-def no_videos_note(input_dir: Path) -> str:
+def no_videos_note(input_dir: Path | str) -> str:
     """Why a folder gave no clips: what it holds instead, and what the crawl takes (video_io/crawl.py)."""
     others = other_suffixes(input_dir)
     held = ("it holds no other files either" if not others else "it holds " + ", ".join(

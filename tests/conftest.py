@@ -40,6 +40,16 @@ def long_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """A real S3 API on loopback (moto's server mode: tests/support/s3_server.py), one per test process;
+    each test makes buckets of its own."""
+    from tests.support.s3_server import s3_server
+
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def model_dir() -> Path:
     assert (MODEL_DIR / "config.json").exists(), f"embedded model missing at {MODEL_DIR}"
     return MODEL_DIR

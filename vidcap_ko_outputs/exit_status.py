@@ -11,8 +11,10 @@
     5    a file the job writes could not be written (disk full, read-only filesystem, permission
          denied, I/O error): the message names it; records written so far stay whole, re-run to resume
     6    another job is writing the same output (its pid, host and start are named); nothing ran
-    7    the folder being captioned went away mid-run (unmounted, moved or deleted): the job stopped
-         without an error record for the clips it could no longer read; re-run once it is back to resume
+    7    the input cannot be read: the folder being captioned went away mid-run (unmounted, moved or
+         deleted), or the object store of input_dir=s3://... does not answer or refuses the credentials
+         (before anything ran, or mid-run): the job stopped without an error record for the clips it
+         could not read; re-run once it is back to resume
     130  interrupted (SIGINT / SIGTERM); records written so far stay valid, re-run to resume
 """
 

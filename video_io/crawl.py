@@ -1,9 +1,12 @@
-"""Find the video files under a folder, in a stable order, keyed by their path relative to it."""
+"""Find the video files under a folder, or the video objects under a store URL (video_io/store.py), in a
+stable order, keyed by their path relative to it."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from video_io import store
 
 VIDEO_EXTENSIONS = frozenset({
     ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".mts", ".m2ts",
@@ -12,7 +15,8 @@ VIDEO_EXTENSIONS = frozenset({
 
 
 def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS) -> list[tuple[str, Path]]:
-    """(key, path) for every file with a video extension under root, sorted by key.
+    """(key, path) for every file with a video extension under root, sorted by key. A store URL (s3://...)
+    is listed recursively by the same rules: (key, url) pairs (video_io/store.py list_objects).
 
     The key is the POSIX path relative to root: it names the clip in records and references
     whatever machine or mount the folder is on. Hidden files and folders are skipped. Files
@@ -26,6 +30,8 @@ def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS
     loop. Names that are not valid UTF-8 come back surrogate-escaped (os.fsdecode), the form
     the decoder opens and the record writer stores.
     """
+    if store.is_url(root):
+        return store.list_objects(str(root), extensions)  # type: ignore[return-value]
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"input_dir is not a folder: {root}")
@@ -55,6 +61,8 @@ def crawl_videos(root: str | Path, extensions: frozenset[str] = VIDEO_EXTENSIONS
 def other_suffixes(root: str | Path, most: int = 10_000) -> dict[str, int]:
     """Files under root that crawl_videos does not take, counted by extension ("" for none), hidden ones
     left out; the first `most` files only, so a huge tree without videos is not read to its end."""
+    if store.is_url(root):
+        return store.other_suffixes(str(root), most)
     counts: dict[str, int] = {}
     seen = 0
     for _, dirs, files in os.walk(root):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from video_io.pyav_frames import decode_counters, decode_sampled, packet_index
+from video_io.pyav_frames import decode_counters, decode_sampled, indexed_timeline, packet_index
 from video_io.sampling import TIE_S, SamplingSpec
 from video_io.seek import SEEK_MODES, pick_frames
 from video_io.sizing import fit_size
@@ -67,6 +67,7 @@ class Clip:
     # Qwen's processor takes the sampling rate as samples / whole-file frames x fps (transformers
     # video_utils.py VideoMetadata.sampled_fps) and spaces the frames in time as if they spanned the file
     segment_frames: tuple[int, int] | None = None
+    fetched_bytes: int | None = None  # an object in a store: the bytes its range requests fetched (video_io/store.py)
 
     def __post_init__(self):
         problems = []
@@ -200,12 +201,32 @@ def _pyav(source: Source, spec: DecodeSpec, on_gpu: bool = False) -> _Decoded:
     """Two passes: packet timestamps (demux only) pick the frames, then decode them, scaling and
     converting only the frames picked. Frame-accurate for every codec FFmpeg decodes: frames
     are matched by timestamp. Every stream property is read while its container is open: read
-    after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps clip) or crashes."""
+    after `with` closes it, PyAV returns garbage (an fps of -0.654 for a 30 fps clip) or crashes.
+
+    An object in a store takes its timestamps from the MP4's index instead where it can (indexed_timeline):
+    demuxing would fetch the whole object, and seeking to the frames picked fetches only what is decoded
+    there. Where that pass fails (its timestamps were not the packets'), the demuxing one runs."""
+    if source.fetched is not None:
+        try:
+            got = _pyav_pass(source, spec, on_gpu, indexed=True)
+            if got is not None:
+                return got
+        except DecodeError:
+            pass  # the pass below reads every packet, and says what is wrong if anything is
+    got = _pyav_pass(source, spec, on_gpu, indexed=False)
+    assert got is not None
+    return got
+
+
+def _pyav_pass(source: Source, spec: DecodeSpec, on_gpu: bool, indexed: bool) -> _Decoded | None:
     with first_video_stream(source.uri) as (container, stream):
         base = float(stream.time_base) if stream.time_base else None
         rate = stream.average_rate or stream.guessed_rate
         rate = float(rate) if rate else None
-        pts, key_list = packet_index(container, stream)
+        timeline = indexed_timeline(container, stream) if indexed else packet_index(container, stream)
+        if timeline is None:
+            return None
+        pts, key_list = timeline
     if not pts:
         raise DecodeError("no video frames: the video track's frame index is empty or damaged")
     if not base or not math.isfinite(base) or base <= 0:
@@ -253,6 +274,7 @@ def decode_clip(path: str, spec: DecodeSpec) -> Clip:
             raise
         if source.damage:
             clip.notes.append(f"{source.damage}: captioned from the frames present")
+        clip.fetched_bytes = source.fetched
     clip.decode_seconds = time.perf_counter() - started
     return clip
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from video_io.store import fetched_copy, is_url
+
 REFERENCES_FILE = "references.jsonl"
 SYNTH = "caption-synth"
 _SYNTH_ATTRIBUTES = {"scene", "object", "direction"}  # video_io/synth/attributes.py ClipAttributes
@@ -35,8 +37,11 @@ def videos_of_kind(folder: Path, kind: str) -> frozenset[str]:
     if kind != SYNTH:
         return frozenset()
     videos = set()
+    local = fetched_copy(f"{folder}/{REFERENCES_FILE}") if is_url(folder) else Path(folder) / REFERENCES_FILE
+    if local is None:
+        return frozenset()
     try:
-        with open(Path(folder) / REFERENCES_FILE, encoding="utf-8") as refs:
+        with open(local, encoding="utf-8") as refs:
             for line in refs:
                 try:
                     entry = json.loads(line)

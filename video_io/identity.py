@@ -19,6 +19,12 @@ time) between those two moments is never captioned under either file's identity:
 saying it changed while it was read, and the next run captions the file there then. Taking the identity
 later, when the record is written, would name the new file for the old file's frames: decoders read
 ahead of the engine, by seconds on a GPU.
+
+An object in a store (video_io/store.py) is identified by what the store says of it: its size, ETag,
+last-modified time and, in a versioned bucket, its version id. No byte is read for it: the ETag
+changes whenever the object is written. The listing gives each object's identity, so a resume over
+thousands of objects compares without a request per object; the decoder asks again (HEAD) when it opens
+an object and once it has read it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from video_io.store import head, is_url, listed, store_reason
 
 Identity = dict[str, Any]  # a record's `source`: input_dir, size, mtime_ns, modified, fingerprint
 StrPath = str | os.PathLike[str]
@@ -70,6 +78,7 @@ def file_identity(path: StrPath, input_dir: StrPath) -> Identity | None:
     return None if opened is None else with_folder(opened.identity, input_dir)
 
 
+
 def with_folder(identity: Identity, input_dir: StrPath) -> Identity:
     """A decoder's identity of a file (OpenedFile.identity) as a record's `source`: with the folder the
     clip was found in, which only the job knows."""
@@ -89,7 +98,10 @@ class OpenedFile:
     def open(cls, path: StrPath) -> "OpenedFile | None":
         """The file at `path` now, stat and fingerprint taken through one descriptor (so both describe the
         same file, whatever is renamed onto the path meanwhile); None when it is not a regular file that
-        can be read (the decoder says what is wrong with it, in its own error)."""
+        can be read (the decoder says what is wrong with it, in its own error). An object in a store:
+        what the store says of it now (OpenedObject)."""
+        if is_url(path):
+            return OpenedObject.open(str(path))
         try:  # nothing but a regular file is opened (a device under a clip's name is never touched)
             if not stat.S_ISREG(os.stat(path).st_mode):
                 return None
@@ -126,12 +138,56 @@ class OpenedFile:
                 f"{describe({'size': st.st_size, 'modified': _utc(st.st_mtime_ns)})}")
 
 
+class OpenedObject(OpenedFile):
+    """An object in a store as a decoder opened it: its identity, and whether the store still holds that
+    version under its name (same ETag and size) once it is read."""
+
+    @classmethod
+    def open(cls, path: StrPath) -> "OpenedObject | None":
+        try:
+            info = head(str(path))
+        except Exception:  # missing, forbidden, unreachable: the decoder says so in its own error
+            return None
+        return cls(info.identity(), (0, 0, info.size, 0))
+
+    def changed(self, path: StrPath) -> str | None:
+        try:
+            now = head(str(path)).identity()
+        except FileNotFoundError:
+            return f"it was {describe(self.identity)}; it is now gone (deleted from the store)"
+        except Exception as exc:
+            return f"it was {describe(self.identity)}; the store cannot say what it is now ({store_reason(exc)})"
+        if _same_object(self.identity, now):
+            return None
+        return f"it was {describe(self.identity)}; it is now overwritten, {describe(now)}"
+
+
+def _same_object(recorded: Identity, now: Identity) -> bool:
+    """The same version of an object: the same ETag and size (and version id, where both have one)."""
+    if (recorded.get("etag"), recorded.get("size")) != (now.get("etag"), now.get("size")):
+        return False
+    return not (recorded.get("version_id") and now.get("version_id")
+                and recorded["version_id"] != now["version_id"])
+
+
+def _compare_object(recorded: Identity, url: str, input_dir: StrPath) -> str | None:
+    try:
+        now = {"input_dir": _folder(os.fspath(input_dir)), **listed(url).identity()}
+    except FileNotFoundError:
+        return f"it was {describe(recorded)}; it is now gone (deleted from the store)"
+    except Exception as exc:
+        return f"it was {describe(recorded)}; the store cannot say what it is now ({store_reason(exc)})"
+    return None if _same_object(recorded, now) else f"it was {describe(recorded)}; it is now {describe(now)}"
+
+
 def compare(recorded: object, path: StrPath, input_dir: StrPath) -> str | None:
     """None when `path` is the file `recorded` (a record's `source`) describes, else what differs, in
     words for a one-line message. A record without `source` (written before records carried one) and a
     file that was not readable then and is not now (both None) compare equal."""
     if not isinstance(recorded, dict):
         return None
+    if is_url(path):
+        return _compare_object(recorded, str(path), input_dir)
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -155,11 +211,14 @@ def describe(identity: Identity) -> str:
     size = identity.get("size")
     size = f"{size:,} bytes" if isinstance(size, int) else "of unknown size"
     folder = f", in {identity['input_dir']}" if "input_dir" in identity else ""
-    return f"{size}, modified {identity.get('modified', '?')}{folder}"
+    etag = f", ETag {identity['etag']}" if identity.get("etag") else ""
+    return f"{size}{etag}, modified {identity.get('modified', '?')}{folder}"
 
 
 @functools.lru_cache(maxsize=64)  # one folder for every clip of a job: 30,000 compares, one lookup
 def _folder(input_dir: str) -> str:
+    if is_url(input_dir):
+        return input_dir.rstrip("/")
     return os.path.abspath(os.fspath(Path(input_dir).expanduser()))
 
 

@@ -31,6 +31,28 @@ def packet_index(container, stream) -> tuple[list[int], list[int]]:
     return sorted(pts), sorted(keys)
 
 
+def indexed_timeline(container, stream) -> tuple[list[int], list[int]] | None:
+    """packet_index's answer from an MP4/MOV's own index (its sample tables, read with the header), without
+    demuxing the packets: for an object in a store, where demuxing fetches every byte. The index gives
+    decode timestamps; presentation timestamps are those shifted by the first packet's reorder delay (the
+    only packet demuxed), which holds where frames are evenly spaced. None where the index cannot stand
+    for the packets: another container, an index that does not count the stream's frames, or uneven
+    spacing (variable frame rate)."""
+    if "mp4" not in container.format.name.split(","):
+        return None
+    entries = [e for e in stream.index_entries if not e.is_discard and e.size > 0]
+    if len(entries) < 2 or (stream.frames and len(entries) != stream.frames):
+        return None
+    dts = [e.timestamp for e in entries]
+    if len({b - a for a, b in zip(dts, dts[1:])}) != 1:
+        return None
+    first = next((p for p in container.demux(stream) if p.size), None)
+    if first is None or first.pts is None or first.dts != dts[0]:
+        return None
+    shift = first.pts - first.dts
+    return [d + shift for d in dts], [e.timestamp + shift for e in entries if e.is_keyframe]
+
+
 def decode_counters() -> dict:
     """One clip's decoding counted: packets fed to the decoder (skipped ones too), frames it output,
     frames it output again (a frame decoded twice), frames converted to RGB, and of the frames

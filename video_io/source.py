@@ -5,6 +5,10 @@ The file is opened once and decoders read it through /proc/self/fd/N, so (1) eve
 decoder reads the same file even if the path is replaced meanwhile, (2) names that are not valid
 UTF-8 (surrogate-escaped str on Linux) never have to be re-encoded by a C library, and (3) a FIFO
 or device named .mp4 is refused before any read could block on it.
+
+An object in a store (`s3://...`: video_io/store.py) is opened as an ObjectSource: decoders read it
+through a file object that fetches byte ranges as they are read, and the same refusals (empty, text,
+a cut-short MP4) are made from its first bytes and box headers.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import re
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Callable
+
+from video_io.store import CountingFile, head, is_url, store_reason
 
 # FFmpeg's own messages for the failures seen on damaged and foreign files, and what to tell a
 # person instead. Matched case-insensitively against the library's message.
@@ -94,8 +101,14 @@ class Source:
     damage: str | None = None  # what is wrong with a file that decoders may still read in part
 
     @property
-    def uri(self) -> str:
+    def uri(self) -> Any:
+        """What av.open and decord read: a path (the fd's), or for an object a file object at its start."""
         return f"/proc/self/fd/{self.fd}"
+
+    @property
+    def fetched(self) -> int | None:
+        """Bytes read from an object store for this clip (None: a local file)."""
+        return None
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -123,8 +136,44 @@ class Source:
                               "run the job again to caption the new version")
 
 
+@dataclass
+class ObjectSource(Source):
+    """An object in a store, open for reading by range requests (video_io/store.py)."""
+
+    file: CountingFile | None = None
+    etag: str | None = None
+
+    @property
+    def uri(self) -> Any:
+        assert self.file is not None, "read after close"
+        return self.file.rewound()
+
+    @property
+    def fetched(self) -> int | None:
+        return None if self.file is None else self.file.fetched
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+    def check_unchanged(self) -> None:
+        """Refuse frames decoded from an object overwritten (another ETag or size) while it was read."""
+        try:
+            now = head(self.path)
+        except FileNotFoundError:
+            return  # deleted after it was opened: what was decoded is what was there
+        except Exception as exc:
+            raise DecodeError(f"the store could not be asked whether the object changed while it was read: "
+                              f"{store_reason(exc)}") from None
+        if (now.etag, now.size) != (self.etag, self.size):
+            raise DecodeError("the object changed while it was being decoded (overwritten); run the job again "
+                              "to caption the new version")
+
+
 def open_source(path: str) -> Source:
     """Open `path` for reading or raise DecodeError saying why it cannot be decoded."""
+    if is_url(path):
+        return _open_object(path)
     try:
         st = os.stat(path)  # follows symlinks
     except FileNotFoundError:
@@ -159,7 +208,7 @@ def open_source(path: str) -> Source:
         reason = _text_reason(head)
         if reason:
             raise DecodeError(reason)
-        reason, fatal = _mp4_reason(fd, opened.st_size, head)
+        reason, fatal = _mp4_reason(lambda n, offset: os.pread(fd, n, offset), opened.st_size, head)
         if fatal:
             raise DecodeError(reason)
     except BaseException:
@@ -168,17 +217,50 @@ def open_source(path: str) -> Source:
     return Source(path, fd, opened.st_size, opened.st_mtime_ns, (opened.st_dev, opened.st_ino), reason)
 
 
-def _mp4_reason(fd: int, size: int, head: bytes) -> tuple[str | None, bool]:
+def _open_object(url: str) -> ObjectSource:
+    """An object opened for reading, refused as a file would be (missing, empty, text, cut short), with
+    the store's reason where the store refuses it."""
+    try:
+        info = head(url)
+        if info.size == 0:
+            raise DecodeError("empty object (0 bytes)")
+        file = CountingFile(url)
+    except DecodeError:
+        raise
+    except FileNotFoundError:
+        raise DecodeError("object not found: deleted or moved after the listing") from None
+    except Exception as exc:  # forbidden, unreachable: the store's own words
+        raise DecodeError(f"the store refused the object: {store_reason(exc)}") from None
+    source = ObjectSource(url, -1, info.size, 0, (0, 0), None, file, info.etag)
+    try:
+        first = file.pread(512, 0)
+        reason = _text_reason(first)
+        if reason:
+            raise DecodeError(reason)
+        reason, fatal = _mp4_reason(file.pread, info.size, first)
+        if fatal:
+            raise DecodeError(reason)
+        source.damage = reason
+    except DecodeError:
+        source.close()
+        raise
+    except Exception as exc:
+        source.close()
+        raise DecodeError(f"the store failed while the object was read: {store_reason(exc)}") from None
+    return source
+
+
+def _mp4_reason(pread: Callable[[int, int], bytes], size: int, first: bytes) -> tuple[str | None, bool]:
     """(reason, fatal) for an ISO-BMFF file (MP4/MOV/3GP: first box 'ftyp'), from its top-level
     box headers: a box running past the end means the file was cut short, no 'moov' box means
     it was never finalised (FFmpeg says only 'Invalid data found when processing input' for
     both). Fatal unless the index ('moov') came before the cut, so the frames before it may
     still decode."""
-    if head[4:8] != b"ftyp":
+    if first[4:8] != b"ftyp":
         return None, False
     offset, kinds = 0, set()
     while offset + 8 <= size:
-        header = os.pread(fd, 16, offset)
+        header = pread(16, offset)
         box_size, kind = int.from_bytes(header[:4], "big"), header[4:8]
         if box_size == 1 and len(header) == 16:
             box_size = int.from_bytes(header[8:16], "big")

@@ -147,6 +147,7 @@ def result_record(result: Result, job: JobConfig) -> Record:
                 # from the clip's frames reaching the engine side to this record
                 "latency_s": round(time.perf_counter() - r.context["queued_at"], 4) if "queued_at" in r.context else None,
                 "forced_output_tokens": r.forced_output_tokens,
+                "fetched_bytes": r.context.get("fetched_bytes"),  # from an object store: what reading it cost
                 "ablation": job.ablation if job.ablation != "none" else None,
                 "notes": r.context.get("notes") or None, "flags": flags or None}
     record.update({k: v for k, v in optional.items() if v is not None})

@@ -112,6 +112,7 @@ class RequestIntake(RequestStream):
         context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
                    "frames": len(frames), "backend": clip.backend, "notes": clip.notes,
                    "queued_at": time.perf_counter(), **({"scan_s": result.scan_s} if segment is not None else {}),
+                   **({"fetched_bytes": clip.fetched_bytes} if clip.fetched_bytes is not None else {}),
                    **read_from}
         index = None if segment is None else segment.index
         # the requests hold the frames; nothing else here may keep them alive

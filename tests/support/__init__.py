@@ -1,0 +1,1 @@
+"""Helpers the tests run beside them: servers, forwarders, start-up pretences."""

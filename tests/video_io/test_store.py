@@ -1,0 +1,111 @@
+"""Videos in object storage (video_io/store.py) against a real S3 API on loopback (moto's server:
+tests/support/s3_server.py): listed as a folder is crawled, decoded from the object to the same frames as
+from the file, identified by what the store says (an overwritten object is told apart), refused in words
+where the store refuses, and credentials kept out of URLs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.support.s3_server import SECRET, folder_files, free_port
+from tests.video_io.clipmakers import write_clip
+from tests.video_io.real_footage import sample_clips
+from video_io.crawl import VIDEO_EXTENSIONS, crawl_videos
+from video_io.decode import DecodeSpec, decode_clip
+from video_io.identity import OpenedFile, compare
+from video_io.sampling import SamplingSpec
+from video_io.source import DecodeError
+from video_io.store import StoreError, check_url, list_objects
+
+EIGHT = DecodeSpec(sampling=SamplingSpec(num_frames=8))
+
+
+@pytest.fixture
+def store_env(s3, monkeypatch):
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    return s3
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A folder as teams keep one: clips in subfolders, a hidden folder, a hidden file, a non-video."""
+    root = tmp_path / "tree"
+    for rel in ("a/one.mp4", "a/b/two.MOV", "three.mkv", ".cache/four.mp4", "a/.five.mp4"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_clip(root / rel, 6)
+    (root / "notes.txt").write_text("not a video")
+    return root
+
+
+def test_a_prefix_is_listed_as_its_folder_is_crawled(store_env, tree):
+    bucket = store_env.bucket(folder_files(tree, prefix="day1/"))
+    store_env.put(bucket, "day1-other/x.mp4", b"a sibling prefix: not under day1/")
+    listed = list_objects(f"s3://{bucket}/day1", VIDEO_EXTENSIONS)
+    assert [key for key, _ in listed] == [key for key, _ in crawl_videos(tree)] == ["a/b/two.MOV", "a/one.mp4",
+                                                                                   "three.mkv"]
+    assert [url for _, url in listed] == [f"s3://{bucket}/day1/{key}" for key, _ in listed]
+    assert crawl_videos(f"s3://{bucket}/day1/") == listed  # a trailing slash lists the same
+
+
+def test_an_object_decodes_to_the_files_frames_and_says_what_it_fetched(store_env, tmp_path):
+    real = sample_clips() / "bikes.mp4"
+    bucket = store_env.bucket({"clips/bikes.mp4": real})
+    local, remote = decode_clip(str(real), EIGHT), decode_clip(f"s3://{bucket}/clips/bikes.mp4", EIGHT)
+    assert remote.indices == local.indices and remote.times == local.times
+    assert np.array_equal(remote.frames, local.frames)
+    assert local.fetched_bytes is None and 0 < remote.fetched_bytes <= 2 * real.stat().st_size
+
+
+def test_eight_sparse_frames_fetch_a_part_of_a_long_object(store_env, tmp_path, monkeypatch):
+    """The timestamps come from the MP4's index (no demuxing pass over every packet) and each keyframe is
+    reached by a seek: the blocks fetched are those decoded. Blocks of 64 KiB here, so that a 6 MB clip
+    spans many (the job's are 1 MiB: video_io/store.py BLOCK_BYTES)."""
+    monkeypatch.setattr("video_io.store.BLOCK_BYTES", 64 * 1024)
+    base = np.random.default_rng(0).integers(0, 255, (272, 480, 3), dtype=np.uint8)
+    path = write_clip(tmp_path / "long.mp4", 600, 480, 272, frame_fn=lambda i: np.roll(base, i * 3, axis=1),
+                      options={"g": "60"})
+    bucket = store_env.bucket({"long.mp4": path})
+    spec = DecodeSpec(sampling=SamplingSpec(num_frames=8), seek="keyframe")
+    remote, local = decode_clip(f"s3://{bucket}/long.mp4", spec), decode_clip(str(path), spec)
+    assert remote.seek == "keyframe" and remote.indices == local.indices and np.array_equal(remote.frames, local.frames)
+    assert remote.fetched_bytes < 0.4 * path.stat().st_size, (remote.fetched_bytes, path.stat().st_size)
+
+
+def test_the_store_identifies_an_object_and_an_overwrite_is_told_apart(store_env, tmp_path):
+    first, second = write_clip(tmp_path / "a.mp4", 8), write_clip(tmp_path / "b.mp4", 9)
+    bucket = store_env.bucket({"c/clip.mp4": first})
+    url = f"s3://{bucket}/c/clip.mp4"
+    opened = OpenedFile.open(url)
+    assert opened.identity["size"] == first.stat().st_size and opened.identity["etag"]
+    assert opened.changed(url) is None
+    recorded = {"input_dir": f"s3://{bucket}/c", **opened.identity}
+    assert compare(recorded, url, f"s3://{bucket}/c") is None
+    store_env.put(bucket, "c/clip.mp4", second)
+    changed = opened.changed(url)
+    assert changed.startswith("it was ") and "overwritten" in changed and opened.identity["etag"] in changed
+    crawl_videos(f"s3://{bucket}/c")  # the listing now holds the new version
+    assert "it is now" in compare(recorded, url, f"s3://{bucket}/c")
+
+
+def test_what_the_store_refuses_is_said_in_words(store_env, tmp_path):
+    bucket = store_env.bucket({"c/empty.mp4": b"", "c/notes.mp4": b"shot list: 3 takes of the harbour\n"})
+    for key, words in (("c/missing.mp4", "object not found"), ("c/empty.mp4", r"empty object \(0 bytes\)"),
+                       ("c/notes.mp4", "not a video: the file holds text")):
+        with pytest.raises(DecodeError, match=words):
+            decode_clip(f"s3://{bucket}/{key}", EIGHT)
+    with pytest.raises(StoreError, match="cannot be listed: not found"):
+        list_objects("s3://no-such-bucket-here/clips", (".mp4",))
+
+
+def test_an_unreachable_store_or_a_url_with_credentials_is_one_line(store_env, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(StoreError) as unreachable:
+        list_objects("s3://footage/clips", (".mp4",))
+    assert "cannot be listed" in str(unreachable.value) and "\n" not in str(unreachable.value)
+    with pytest.raises(StoreError) as carried:
+        check_url(f"s3://AKIA:{SECRET}@footage/clips")
+    assert SECRET not in str(carried.value) and "s3://footage/clips" in str(carried.value)
+    with pytest.raises(StoreError, match="no installed fsspec package reads nosuchproto://"):
+        check_url("nosuchproto://footage/clips")
