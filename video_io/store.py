@@ -77,10 +77,14 @@ def check_url(url: str, key: str = "input_dir") -> str:
     return f"{protocol}://{rest.rstrip('/')}"
 
 
+# where a client connects, never who it is: what a Ray job hands its actors on other nodes (caption/runners/
+# ray.py), whose credentials are their own (an instance role, the node's environment)
+WHERE_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION")
 # what decides where a client connects and as whom: a process that changes them (a test, a notebook
 # switching profiles) gets another client
 CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
-                      "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION")
+                      "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
+                      "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE")
 
 
 def filesystem(protocol: str):
@@ -96,10 +100,11 @@ def _filesystem(protocol: str, environment: tuple):
 
     options: dict[str, Any] = {"use_listings_cache": False, "skip_instance_cache": True}
     if protocol in ("s3", "s3a"):
-        # botocore's standard retry mode: throttling (503 SlowDown, 429) and transient errors tried again
-        # with backoff, on top of s3fs's own tries (s3fs/core.py _error_wrapper)
-        options["config_kwargs"] = {"retries": {"max_attempts": 5, "mode": "standard"},
-                                    "connect_timeout": CONNECT_S, "read_timeout": READ_S}
+        options["config_kwargs"] = {"connect_timeout": CONNECT_S, "read_timeout": READ_S}
+        if not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):  # else the user's own
+            # botocore's standard retry mode: throttling (503 SlowDown, 429) and transient errors tried again
+            # with backoff, on top of s3fs's own tries (s3fs/core.py _error_wrapper)
+            options["config_kwargs"]["retries"] = {"max_attempts": 5, "mode": "standard"}
     return fsspec.filesystem(protocol, **options)
 
 
@@ -257,6 +262,7 @@ class CountingFile:
 
 
 _COPIES: dict[str, Path | None] = {}
+COPY_TRIES = 3
 
 
 def fetched_copy(url: str) -> Path | None:
@@ -266,10 +272,53 @@ def fetched_copy(url: str) -> Path | None:
         folder = Path(tempfile.mkdtemp(prefix="vidcap-store-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         local = folder / url.rsplit("/", 1)[-1]
-        try:
-            _fs(url).get_file(url, str(local))
-            _COPIES[url] = local
-        except Exception:
+        for attempt in range(COPY_TRIES):  # a body cut off halfway is not tried again by the client itself
+            try:
+                _fs(url).get_file(url, str(local))
+                _COPIES[url] = local
+                break
+            except FileNotFoundError:
+                _COPIES[url] = None
+                break
+            except Exception as exc:
+                if attempt == COPY_TRIES - 1:
+                    raise StoreError(f"{url} cannot be read: {store_reason(exc)}") from None
+        if _COPIES[url] is None:
             shutil.rmtree(folder, ignore_errors=True)
-            _COPIES[url] = None
     return _COPIES[url]
+
+
+def clip_path(input_dir: Path | str, video: str) -> Path | str:
+    """Where the clip keyed `video` is: a file in the folder, or an object under the URL."""
+    return f"{input_dir}/{video}" if is_url(input_dir) else Path(input_dir) / video
+
+
+def exists(path: Path | str) -> bool:
+    """A file that is a regular file, or an object the store holds (asked now)."""
+    if is_url(path):
+        try:
+            head(str(path))
+        except Exception:
+            return False
+        return True
+    return Path(path).is_file()
+
+
+def input_there(input_dir: Path | str) -> bool:
+    """The folder exists, or the store answers for the URL."""
+    if is_url(input_dir):
+        try:
+            check_reachable(str(input_dir))
+        except StoreError:
+            return False
+        return True
+    return Path(input_dir).is_dir()
+
+
+def local_file(input_dir: Path | str, name: str) -> Path | None:
+    """A small file beside the clips (references.jsonl), as a local path: the folder's own, or the store's
+    copied (fetched_copy); None where there is none."""
+    if is_url(input_dir):
+        return fetched_copy(f"{input_dir}/{name}")
+    path = Path(input_dir) / name
+    return path if path.is_file() else None

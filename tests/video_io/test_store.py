@@ -101,6 +101,7 @@ def test_what_the_store_refuses_is_said_in_words(store_env, tmp_path):
 
 def test_an_unreachable_store_or_a_url_with_credentials_is_one_line(store_env, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own setting, taken as the user's
     with pytest.raises(StoreError) as unreachable:
         list_objects("s3://footage/clips", (".mp4",))
     assert "cannot be listed" in str(unreachable.value) and "\n" not in str(unreachable.value)
