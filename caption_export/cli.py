@@ -30,6 +30,7 @@ from eval.records import NONE_LABEL
 from vidcap_ko_outputs.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 from vidcap_ko_outputs.record import settings_labels
 from vidcap_ko_outputs.writing import WriteFailed, check_can_write, remove_quietly, write_whole, writing
+from video_io.store import clip_path, exists, input_there
 
 PROG = "caption-export"
 SUBTITLES = {"vtt": "WebVTT", "srt": "SRT"}
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "default; tables: every adapter)")
     ap.add_argument("--settings", metavar="ID", help="records with this settings_id (a file holding records made "
                                                      "with several settings)")
-    ap.add_argument("--input-dir", type=Path, help="the folder the records' video paths are relative to, to read "
+    ap.add_argument("--input-dir", help="the folder (or s3:// prefix) the records' video paths are relative to, to read "
                                                    "clip durations (default: input_dir in RECORDS.summary.json, "
                                                    "else RECORDS' folder)")
     ap.add_argument("--overwrite", action="store_true", help="replace output files that exist")
@@ -118,7 +119,7 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
     """Write one subtitle file per video; returns (what was done, notes)."""
     ok, errors, task, adapter = _subtitle_records(args, loaded)
     input_dir, input_from = resolve_input_dir(loaded.path, args.input_dir)
-    durations = C.ClipDurations(input_dir if input_dir.is_dir() else None)
+    durations = C.ClipDurations(input_dir if input_there(input_dir) else None)
     by_video: dict[str, list[C.Cue]] = {}
     empty = 0
     for record in ok:
@@ -157,7 +158,7 @@ def export_subtitles(args, loaded: Loaded) -> tuple[dict, list[str]]:
     return done, notes
 
 
-def changed_records(records: list[dict], input_dir: Path) -> dict[int, str]:
+def changed_records(records: list[dict], input_dir: Path | str) -> dict[int, str]:
     """{record's line: what differs} for the records whose file in `input_dir` is not the one they were made
     from (their `source`: video_io/identity.py), each record checked on its own: records of one video
     made with other settings may name other files (add_beside=true). A file not there cannot be checked,
@@ -166,16 +167,16 @@ def changed_records(records: list[dict], input_dir: Path) -> dict[int, str]:
 
     changed, known = {}, {}
     for record in records:
-        path = input_dir / record["video"]
+        path = clip_path(input_dir, record["video"])
         checked = (record["video"], json.dumps(record.get("source"), sort_keys=True))
         if checked not in known:
-            known[checked] = compare(record.get("source"), path, input_dir) if path.is_file() else None
+            known[checked] = compare(record.get("source"), path, input_dir) if exists(path) else None
         if known[checked] is not None:
             changed[record["_line"]] = known[checked]
     return changed
 
 
-def changed_videos(records: list[dict], input_dir: Path) -> dict[str, str]:
+def changed_videos(records: list[dict], input_dir: Path | str) -> dict[str, str]:
     """{video: what differs} for the videos with a record changed_records finds (the first one's reason)."""
     changed: dict[str, str] = {}
     why = changed_records(records, input_dir)
@@ -189,7 +190,7 @@ def export_table(args, loaded: Loaded) -> tuple[dict, list[str]]:
     chosen = select(loaded, args.task, args.adapter, args.settings)
     out = args.out or loaded.path.with_name(f"{loaded.path.stem}.{args.format}")
     input_dir, _ = resolve_input_dir(loaded.path, args.input_dir)
-    changed = changed_records(chosen, input_dir) if input_dir.is_dir() else {}
+    changed = changed_records(chosen, input_dir) if input_there(input_dir) else {}
     table = T.rows(chosen, settings_labels(loaded.records), changed)
     write_all({out: T.FORMATS[args.format](table)}, f"{TABLES[args.format]} file", args.overwrite, loaded.path)
     errors = [r for r in chosen if r["status"] != "ok"]

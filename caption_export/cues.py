@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from video_io.source import DecodeError, open_source
+from video_io.store import clip_path
 
 MIN_CUE_S = 0.5
 DURATION_FIELDS = ("duration_s", "duration")
@@ -41,7 +42,7 @@ def _seconds(value) -> float | None:
     return None
 
 
-def probe_duration(path: Path) -> float | None:
+def probe_duration(path: Path | str) -> float | None:
     """The video's duration in seconds from its container header (PyAV), or None when the file is
     missing or unreadable."""
     import av
@@ -62,7 +63,7 @@ def probe_duration(path: Path) -> float | None:
 class ClipDurations:
     """Where whole-clip cues end (the module docstring's rule), counting which source each clip used."""
 
-    input_dir: Path | None
+    input_dir: Path | str | None  # a folder or an object-store URL (video_io/store.py)
     used: dict[str, int] = field(default_factory=dict)  # source -> clips
     _probed: dict[str, float | None] = field(default_factory=dict)
 
@@ -72,7 +73,7 @@ class ClipDurations:
                 return self._count("the record", _seconds(record[name]))
         video = record["video"]
         if self.input_dir is not None and video not in self._probed:
-            self._probed[video] = probe_duration(self.input_dir / video)
+            self._probed[video] = probe_duration(clip_path(self.input_dir, video))
         if self._probed.get(video):
             return self._count("the video file", self._probed[video])
         times = [t for t in (record.get("frame_times") or []) if _seconds(t) is not None]

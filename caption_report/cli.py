@@ -20,6 +20,7 @@ from caption_report.page import DEFAULT_PAGE_SIZE, render_page
 from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
 from vidcap_ko_outputs.writing import WriteFailed, check_can_write, write_whole, writing
 from video_io.footage_kind import REFERENCES_FILE  # what caption-synth writes; the job looks for it too
+from video_io.store import clip_path, exists, input_there, local_file
 
 PROG = "caption-report"
 CHANGED = "changed since captioning"  # a clip whose file is not the one its records were made from
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--adapter-field", action="append", default=[], metavar="ADAPTER=FIELD",
                     help="score this adapter's captions on another list (default: the references_field its "
                          "records name, as the job scores them)")
-    ap.add_argument("--input-dir", type=Path, help="the folder the records' video paths are relative to "
+    ap.add_argument("--input-dir", help="the folder (or s3:// prefix) the records' video paths are relative to "
                                                    "(default: input_dir in RECORDS.summary.json, else RECORDS' folder)")
     ap.add_argument("--title", help="page title")
     ap.add_argument("--max-thumbs", type=int, default=T.DEFAULT_MAX_CLIPS,
@@ -72,7 +73,7 @@ def thumbnail_priority(clip) -> tuple:
     return (clip.status == "ok", min(scores) if scores else float("inf"))
 
 
-def changed_since_captioning(records: list[dict], path: Path, input_dir: Path) -> str | None:
+def changed_since_captioning(records: list[dict], path: Path | str, input_dir: Path | str) -> str | None:
     """Check each record against the file at `path`: a record made from another file (its `source`) gets
     `changed` saying what differs, shown beside its caption. Returns why the clip gets no thumbnails:
     none of its records was made from the file there now (the frames would be another file's); None
@@ -91,17 +92,17 @@ def changed_since_captioning(records: list[dict], path: Path, input_dir: Path) -
     return None
 
 
-def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict]:
+def collect_thumbnails(clips, input_dir: Path | str, args, log=None) -> dict[str, dict]:
     """{clip key (ClipEntry.key): {"t": [...], "ti": [...]} or {"tn": why there are none}} for every clip
     (each segment of a long video its own, from its own frames)."""
     out, candidates = {}, []
     for clip in clips:
-        path = input_dir / clip.video
+        path = clip_path(input_dir, clip.video)
         if not clip.frame_indices:
             reason = next((r.get("error") for r in clip.records if r.get("error")), None)
             out[clip.key] = {"tn": f"not decoded by the job: {reason}" if reason else
                                "no frame_indices in the records"}
-        elif not path.is_file():
+        elif not exists(path):
             out[clip.key] = {"tn": f"clip file not found in {input_dir} (give --input-dir)"}
         elif (changed := changed_since_captioning(clip.records, path, input_dir)) is not None:
             out[clip.key] = {"tn": changed}  # another file's frames beside this caption would mislead
@@ -117,7 +118,7 @@ def collect_thumbnails(clips, input_dir: Path, args, log=None) -> dict[str, dict
             out[clip.key] = {"tn": f"thumbnails left out: {args.max_thumbs} clips get them (--max-thumbs), "
                                      "failed and lowest-scored first"}
         candidates = candidates[:args.max_thumbs]
-    jobs = [T.ThumbJob(c.key, str(input_dir / c.video), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
+    jobs = [T.ThumbJob(c.key, str(clip_path(input_dir, c.video)), tuple(T.pick_frames(c.frame_indices, args.thumb_frames)),
                        c.decoder or "auto") for c in candidates]
     started = time.perf_counter()
     for k, result in enumerate(T.run_thumbnails(jobs, args.thumb_size, args.thumb_quality, args.workers,
@@ -137,13 +138,13 @@ def build_report(args, log=None) -> dict:
     check_can_write(args.out, "review page", "--out")  # before scoring and decoding thumbnails
     input_dir, input_from = resolve_input_dir(args.records, args.input_dir)
     refs = args.references
-    if refs is None and (input_dir / REFERENCES_FILE).is_file():
-        refs = input_dir / REFERENCES_FILE
+    if refs is None and (beside := local_file(input_dir, REFERENCES_FILE)) is not None:
+        refs = str(beside)
     elif refs is not None and refs.lower() == "none":
         refs = None
     adapter_fields = dict(item.split("=", 1) for item in args.adapter_field)
     data = load_report_data(args.records, Path(refs) if refs else None, args.field, adapter_fields)
-    if not input_dir.is_dir():
+    if not input_there(input_dir):
         data.notes.append(f"input folder {input_dir} ({input_from}) does not exist: no thumbnails; "
                           "give --input-dir")
     thumbs = collect_thumbnails(data.clips, input_dir, args, log)

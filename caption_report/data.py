@@ -13,6 +13,7 @@ from pathlib import Path
 
 from eval.records import read_text
 from vidcap_ko_outputs.record import record_key, segment_index, settings_labels
+from video_io.store import is_url
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
@@ -104,10 +105,11 @@ def read_records(path: Path) -> tuple[list[dict], list[str]]:
     return records, notes
 
 
-def resolve_input_dir(records_path: Path, input_dir: Path | None) -> tuple[Path, str]:
-    """--input-dir, else the job summary's input_dir, else the records file's folder (and why)."""
+def resolve_input_dir(records_path: Path, input_dir: Path | str | None) -> tuple[Path | str, str]:
+    """--input-dir, else the job summary's input_dir, else the records file's folder (and why). An
+    object-store URL stays a str (video_io/store.py)."""
     if input_dir is not None:
-        return Path(input_dir), "--input-dir"
+        return (str(input_dir) if is_url(str(input_dir)) else Path(input_dir)), "--input-dir"
     summary_path = Path(str(records_path) + SUMMARY_SUFFIX)
     if summary_path.is_file():
         try:
@@ -115,7 +117,7 @@ def resolve_input_dir(records_path: Path, input_dir: Path | None) -> tuple[Path,
         except (OSError, ValueError, AttributeError):
             saved = None
         if saved:
-            return Path(saved), f"input_dir in {summary_path.name}"
+            return (saved if is_url(saved) else Path(saved)), f"input_dir in {summary_path.name}"
     return Path(records_path).resolve().parent, "the records file's folder"
 
 

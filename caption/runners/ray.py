@@ -35,6 +35,7 @@ from caption.config import JobConfig
 from caption.outcome import EngineDidNotLoad, EngineDied
 from caption.pipeline.record import error_records, record_keys
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
+from video_io.store import WHERE_ENVIRONMENT
 
 if TYPE_CHECKING:
     from caption.pipeline.supervisor import EngineSupervisor
@@ -57,8 +58,10 @@ class RayRunner:
         import ray
 
         if not ray.is_initialized():  # else: the caller's cluster (tests, notebooks) is used as it is
-            ray.init(address=self.settings.address, include_dashboard=False,
-                     runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("HF_")}})
+            # the actors' environment on every node: the hub's settings, and the object store's address (never
+            # its credentials: Ray keeps a job's runtime_env in its session files; nodes use their own)
+            shared = {k: v for k, v in os.environ.items() if k.startswith("HF_") or k in WHERE_ENVIRONMENT}
+            ray.init(address=self.settings.address, include_dashboard=False, runtime_env={"env_vars": shared})
             self.started_ray = True
         self.actors = self.settings.actors or self._engines_the_cluster_holds()
 

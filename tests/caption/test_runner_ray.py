@@ -49,12 +49,13 @@ def _clean_env() -> dict:
     return {**env, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _caption(overrides, tmp_path, output, started=None):
-    """Run `caption` with these overrides; (exit status, summary dict, stderr). `started` gets its pid."""
+def _caption(overrides, tmp_path, output, started=None, env=None):
+    """Run `caption` with these overrides; (exit status, summary dict, stderr). `started` gets its pid; `env`:
+    variables added to the clean environment."""
     run_dir = tmp_path / f"run-{output.stem}-{time.monotonic_ns()}"
     proc = subprocess.Popen([sys.executable, "-m", "caption", *overrides, f"output={output}",
                              f"hydra.run.dir={run_dir}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_clean_env())
+                            env={**_clean_env(), **(env or {})})
     if started is not None:
         started.append(proc.pid)
     try:
@@ -72,16 +73,22 @@ def _records(path):
 
 
 @pytest.mark.slow
-def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, compose_config, vllm_engine, tmp_path):
+def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, compose_config, vllm_engine, tmp_path,
+                                                            s3):
+    """The Ray job reads the clips from object storage (moto's S3 server on loopback: the actors read the
+    objects themselves, no disk is shared) and writes the captions the local runner writes from the folder."""
     from caption.job import run_job
+    from tests.support.s3_server import folder_files
 
     folder = clips(3)
     shutil.copy(long_dir / "long_00000.mp4", folder)  # split at its 3 shots: a record per segment
+    url = f"s3://{s3.bucket(folder_files(folder, prefix='clips/'))}/clips"
     segments = ["video.segments=auto", "video.segment_over_s=8"]
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
     run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null", *segments]),
             engine=vllm_engine)
-    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY], tmp_path, on_ray)
+    status, summary, err = _caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY], tmp_path, on_ray,
+                                    env=s3.env())
     assert status == 0, err[-3000:]
     assert summary["exit_status"] == 0 and summary["captions_ok"] == 12 and summary["runner"] == "ray"
     assert summary["segments_run"] == 3 and summary["videos_segmented"] == 1 and summary["scan_s_total"] > 0
@@ -94,17 +101,18 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, co
     assert {(r["video"], r.get("segment_index")): r["caption"] for r in records if r["task"] == "caption"} == \
         local_captions
     assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
-    # the driver names each record's file, as the local runner does (a segment's records share their video's)
-    from video_io.identity import file_identity
-    assert all(r["source"] == file_identity(folder / r["video"], folder) for r in records)
+    # the driver names each record's object, as the local runner does (a segment's records share their video's)
+    sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
+    assert all(r["source"]["input_dir"] == url and r["source"]["size"] == sizes[r["video"]] and r["source"]["etag"]
+               and r["fetched_bytes"] > 0 for r in records)
     # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
     cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
     assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
     # resume: the same command again finds nothing to do and changes nothing. With nothing to do no cluster
     # starts (caption/runners/ray.py starts Ray with the first clip), so it runs in this process
     before = on_ray.read_bytes()
-    done = run_caption([f"input_dir={folder}", "tasks=[caption,motion]", *segments, *RAY, f"output={on_ray}",
-                        f"hydra.run.dir={tmp_path / 'run-again'}"], cwd=tmp_path)
+    done = run_caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY, f"output={on_ray}",
+                        f"hydra.run.dir={tmp_path / 'run-again'}"], cwd=tmp_path, env={**os.environ, **s3.env()})
     assert done.returncode == 0, done.stderr[-3000:]
     again = json.loads(on_ray.with_name(on_ray.name + ".summary.json").read_text(encoding="utf-8"))
     assert again["videos_skipped_resume"] == 4 and again["videos_run"] == 0 and on_ray.read_bytes() == before
