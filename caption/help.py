@@ -64,7 +64,8 @@ def _wrap(text: str, indent: int, width: int = 100) -> str:
 def help_text(conf: Path) -> str:
     out = ["caption: caption a folder of videos with a vision-language model, write one JSONL record per",
            "(video, task, adapter), and score the captions with METEOR (vidcap-ko)", "",
-           "usage: caption input_dir=FOLDER [output=FILE.jsonl] [group=option ...] [key=value ...]",
+           "usage: caption input_dir=FOLDER|s3://BUCKET/PREFIX [output=FILE.jsonl] [group=option ...] [key=value ...]",
+           "       caption input_list=LIST.jsonl|.csv|.parquet [output=FILE.jsonl] ...  (the videos a table names)",
            "       caption -m gpu=t4,l4,a100,h100 plan_only=true     (a sweep: one job per combination)",
            "       caption --hydra-help                              (Hydra's own options)", "",
            "settings (caption/schema.py; key=value):"]

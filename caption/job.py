@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Generator, Iterable, Iterator
+from typing import Any, Generator, Iterable, Iterator, Sequence
 
 from omegaconf import DictConfig
 
@@ -46,7 +46,7 @@ from vidcap_ko_outputs.record import Record, record_key
 from vidcap_ko_outputs.writing import WriteFailed, check_writable, writing
 from video_io.crawl import crawl_videos
 
-Videos = list[tuple[str, Path]]  # (key: the clip's path relative to input_dir, path)
+Videos = Sequence[tuple[str, Path | str]]  # (key: the clip's path relative to input_dir, path or object URL)
 Summary = dict[str, Any]  # <output>.summary.json (caption/summary.py)
 
 
@@ -92,6 +92,10 @@ def _locked_job(job: JobConfig, engine: Engine | None, videos: Videos | None,
                      "make sure no other job writes this output while this one runs")
     reset_peak_rss()
     tally = JobTally()
+    if videos is None and files.manifest is not None:  # input_list=: the videos it names, rows left out said
+        videos = files.manifest.videos
+        for line in files.manifest.refused:
+            console.warn(f"caption: input_list: {line}")
     found = crawl_videos(files.input_dir) if videos is None else videos
     store = RecordStore.open(files.output, resume=options.resume, retry_errors=options.retry_errors,
                              overwrite=options.overwrite, expected=job.settings_ids, checked=True)
@@ -184,6 +188,8 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
     the file it was made from (as its decoder read it: caption/sources.py)."""
     sources = SourceIdentities(job.files().input_dir, todo)
+    manifest = job.files().manifest
+    extras = manifest.extras if manifest is not None else {}
     folder = InputFolder(job.files().input_dir)
     runner.start(todo)
     tally.generation_started = time.perf_counter()
@@ -199,6 +205,8 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
             tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))
         with tally.clock("write"):
             record["source"] = sources.of(record)
+            if record["video"] in extras:  # the row's other columns, to join the captions back to their table
+                record["manifest"] = extras[record["video"]]
             store.write(record)
             tally.count(record)
         if job.options.fail_fast and record["status"] == "error":

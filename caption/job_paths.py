@@ -10,6 +10,7 @@ from pathlib import Path
 
 from omegaconf import MISSING
 
+from caption.manifest import Manifest, read_manifest
 from caption.option import ConfigError
 from caption.schema import JobOptions
 from video_io.store import StoreError, check_reachable, check_url, fetched_copy, is_url
@@ -23,6 +24,7 @@ class JobPaths:
     summary_path: Path
     references: Path | None  # score the captions against these after the job; None: no scoring
     output_link: Path | None = None  # `output=` as given, where it is a symbolic link (the start lines say so)
+    manifest: Manifest | None = None  # input_list=: the videos it names, in place of a crawl of input_dir
 
 
 def _default_output() -> Path:
@@ -37,10 +39,20 @@ def _default_output() -> Path:
 
 def io_paths(options: JobOptions) -> JobPaths:
     """The files the settings name, as paths; ConfigError where one is missing or cannot be what it must."""
-    if options.input_dir == MISSING:
-        raise ConfigError("`input_dir` is required: add `input_dir=...` to the command line")
+    manifest = None
+    if options.input_list is not None:
+        if options.input_dir != MISSING:
+            raise ConfigError("give `input_dir` (a folder to crawl) or `input_list` (a file listing the videos), "
+                              "not both")
+        manifest = read_manifest(options.input_list)
+    elif options.input_dir == MISSING:
+        raise ConfigError("`input_dir` is required: add `input_dir=...` (or `input_list=...`) to the command line")
     input_dir: Path | str
-    if is_url(options.input_dir):  # s3://bucket/prefix: a str (Path would eat one slash of "//")
+    if manifest is not None:
+        input_dir = manifest.input_dir
+        if is_url(input_dir):
+            check_reachable(str(input_dir))
+    elif is_url(options.input_dir):  # s3://bucket/prefix: a str (Path would eat one slash of "//")
         try:
             input_dir = check_url(options.input_dir)
         except StoreError as exc:
@@ -64,7 +76,9 @@ def io_paths(options: JobOptions) -> JobPaths:
     # refused there in one line where its parent cannot take it
     summary = Path(options.summary_path or f"{output}.summary.json").expanduser()
     references: Path | None = None
-    if options.references == "auto" and isinstance(input_dir, str):
+    if options.references == "auto" and manifest is not None:
+        references = None  # a list's videos have no folder of their own: name the references file
+    elif options.references == "auto" and isinstance(input_dir, str):
         references = fetched_copy(f"{input_dir}/references.jsonl")  # beside the clips in the store, if there
     elif options.references == "auto":
         found = Path(input_dir) / "references.jsonl"
@@ -74,4 +88,4 @@ def io_paths(options: JobOptions) -> JobPaths:
         if not references.is_file():
             raise ConfigError(f"`references={references}` is not a file; point it at a references.jsonl "
                               "or set references=null")
-    return JobPaths(input_dir, output, summary, references, link)
+    return JobPaths(input_dir, output, summary, references, link, manifest)

@@ -222,7 +222,12 @@ GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema,
 class JobOptions:
     """The top-level settings (`key=value` on the command line), declared once: JobSchema composes them
     with the groups, and the job holds them as this object (caption/config.py JobConfig.options)."""
-    input_dir: str = option(MISSING, "folder crawled recursively for video files", path=True)
+    input_dir: str = option(MISSING, "folder crawled recursively for video files, or an object-store prefix "
+                                     "(s3://bucket/prefix: docs/object-storage.md)", path=True)
+    input_list: Optional[str] = option(None, "instead of input_dir: a Parquet, CSV or JSONL file (local or s3://) "
+                                             "listing the videos: a uri (or path) column, an optional id column "
+                                             "that keys the records, other columns copied into each record's "
+                                             "`manifest`", path=True)
     output: Optional[str] = option(None, "JSONL, one record per (video, task, adapter), appended to on resume; "
                                          "null: captions.jsonl in the run's folder (runs/...); a folder that "
                                          "does not exist is made", path=True)

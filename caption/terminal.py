@@ -4,7 +4,7 @@ summary in a few lines (every figure is in the summary file: caption/summary.py)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from caption.console import console
 from caption.coverage import coverage_line
@@ -173,7 +173,7 @@ def start_notes(job: JobConfig, output: Path, records: int) -> list[str]:
     return notes
 
 
-def foreign_footage_notes(job: JobConfig, videos: list) -> list[str]:
+def foreign_footage_notes(job: JobConfig, videos: Sequence) -> list[str]:
     """A folder mixing the model's kind of footage with other clips (caption/planning.py foreign_footage):
     how many of the clips found are not of its kind, said before they are captioned."""
     footage = job.foreign_footage
