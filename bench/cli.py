@@ -38,6 +38,7 @@ from bench import (
     segments,
     server,
     spec,
+    store,
     torch_compile,
 )
 from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
@@ -50,7 +51,7 @@ BENCHMARKS = {
     "memory": memory, "runners": runners, "prefix": prefix, "spec": spec, "prune": prune, "lora": lora, "quant": quant,
     "sampling": sampling, "decode": decode, "decode-memory": decode_memory, "meteor": meteor,
     "chaos": chaos, "scaleout": scaleout, "scenes": scenes, "scenes-real": scenes_real, "segments": segments,
-    "installers": installers, "gpu": gpu, "resume": resume, "server": server,
+    "installers": installers, "gpu": gpu, "resume": resume, "server": server, "store": store,
 }
 
 

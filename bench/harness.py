@@ -23,6 +23,7 @@ import numpy as np
 
 import caption
 from caption.config import CONF_DIR, REPO_ROOT, SHIPPED_ROOT
+from video_io.store import is_url
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
@@ -90,7 +91,7 @@ def job_env(threads: int | None = None, extra: dict | None = None) -> tuple[dict
     return env, ["gpu.env.VLLM_CPU_OMP_THREADS_BIND=nobind"]
 
 
-def run_caption(clips: Path, out: Path, overrides: list[str] = (), *, engine: str | None = None,
+def run_caption(clips: Path | str, out: Path, overrides: list[str] = (), *, engine: str | None = None,
                 references: bool = False, threads: int | None = None, env: dict | None = None,
                 time_limit_s: float | None = None, watch: bool = False, check: bool = True,
                 output: Path | None = None) -> JobRun:
@@ -107,7 +108,8 @@ def run_caption(clips: Path, out: Path, overrides: list[str] = (), *, engine: st
     for stale in ([] if resume else [output, Path(f"{output}.summary.json")]):
         stale.unlink(missing_ok=True)
     child_env, more = job_env(threads, env)
-    command = [sys.executable, "-m", "caption", f"input_dir={Path(clips).resolve()}", f"output={output}",
+    source = clips if is_url(clips) else Path(clips).resolve()  # a folder, or an object-store URL as it is
+    command = [sys.executable, "-m", "caption", f"input_dir={source}", f"output={output}",
                *([f"engine={engine}"] if engine else []), f"resume={str(resume).lower()}", "progress=false",
                *([] if references else ["references=null"]), f"hydra.run.dir={out}", *overrides, *more]
     started = time.perf_counter()
