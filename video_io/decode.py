@@ -223,7 +223,8 @@ def _pyav_pass(source: Source, spec: DecodeSpec, on_gpu: bool, indexed: bool) ->
         base = float(stream.time_base) if stream.time_base else None
         rate = stream.average_rate or stream.guessed_rate
         rate = float(rate) if rate else None
-        timeline = indexed_timeline(container, stream) if indexed else packet_index(container, stream)
+        timeline = indexed_timeline(container, stream, source.pread, source.size) if indexed else \
+            packet_index(container, stream)
         if timeline is None:
             return None
         pts, key_list = timeline

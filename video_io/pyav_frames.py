@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from video_io.mp4_index import Read, composition_offsets
 from video_io.source import DecodeError, Source, display_rotation, library_reason, no_video_reason
 
 # (rotation, coded width, coded height) -> the coded size to scale to, or None to keep it
@@ -31,26 +32,31 @@ def packet_index(container, stream) -> tuple[list[int], list[int]]:
     return sorted(pts), sorted(keys)
 
 
-def indexed_timeline(container, stream) -> tuple[list[int], list[int]] | None:
-    """packet_index's answer from an MP4/MOV's own index (its sample tables, read with the header), without
-    demuxing the packets: for an object in a store, where demuxing fetches every byte. The index gives
-    decode timestamps; presentation timestamps are those shifted by the first packet's reorder delay (the
-    only packet demuxed), which holds where frames are evenly spaced. None where the index cannot stand
-    for the packets: another container, an index that does not count the stream's frames, or uneven
-    spacing (variable frame rate)."""
-    if "mp4" not in container.format.name.split(","):
+def indexed_timeline(container, stream, read: Read | None, size: int) -> tuple[list[int], list[int]] | None:
+    """packet_index's answer from an MP4/MOV's own index, without demuxing the packets: for an object in a
+    store, where demuxing fetches every byte. FFmpeg's index gives each sample's decode timestamp and
+    keyframe flag; the sample table's composition offsets (video_io/mp4_index.py, read through `read`)
+    give its presentation timestamp, calibrated on the first packet (the only one demuxed). None where
+    the index cannot stand for the packets: another container, or a sample table that does not count the
+    index's samples."""
+    if read is None or "mp4" not in container.format.name.split(","):
         return None
-    entries = [e for e in stream.index_entries if not e.is_discard and e.size > 0]
-    if len(entries) < 2 or (stream.frames and len(entries) != stream.frames):
-        return None
-    dts = [e.timestamp for e in entries]
-    if len({b - a for a, b in zip(dts, dts[1:])}) != 1:
+    entries = list(stream.index_entries)
+    offsets = composition_offsets(read, size, stream.index)
+    if offsets is None or len(offsets) != len(entries) or len(entries) < 2:
         return None
     first = next((p for p in container.demux(stream) if p.size), None)
-    if first is None or first.pts is None or first.dts != dts[0]:
+    at = None if first is None or first.pts is None else \
+        next((i for i, e in enumerate(entries) if e.timestamp == first.dts), None)
+    if at is None:
         return None
-    shift = first.pts - first.dts
-    return [d + shift for d in dts], [e.timestamp + shift for e in entries if e.is_keyframe]
+    shift = first.pts - first.dts - offsets[at]
+    kept = [(e.timestamp + offset + shift, e.is_keyframe) for e, offset in zip(entries, offsets)
+            if not e.is_discard and e.size > 0]
+    pts = sorted(t for t, _ in kept)
+    if len(set(pts)) != len(pts) or (stream.frames and len(pts) != stream.frames):
+        return None
+    return pts, sorted(t for t, key in kept if key)
 
 
 def decode_counters() -> dict:

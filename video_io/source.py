@@ -110,6 +110,11 @@ class Source:
         """Bytes read from an object store for this clip (None: a local file)."""
         return None
 
+    @property
+    def pread(self) -> Callable[[int, int], bytes] | None:
+        """(size, offset) -> bytes of an object, through its block cache (None: a local file)."""
+        return None
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -151,6 +156,10 @@ class ObjectSource(Source):
     @property
     def fetched(self) -> int | None:
         return None if self.file is None else self.file.fetched
+
+    @property
+    def pread(self) -> Callable[[int, int], bytes] | None:
+        return None if self.file is None else self.file.pread
 
     def close(self) -> None:
         if self.file is not None:

@@ -254,8 +254,13 @@ class CountingFile:
         return self.file
 
     def pread(self, size: int, offset: int) -> bytes:
-        self.file.seek(offset)
-        return self.file.read(size)
+        """`size` bytes at `offset`, the file left where it was (a decoder may be reading it meanwhile)."""
+        where = self.file.tell()
+        try:
+            self.file.seek(offset)
+            return self.file.read(size)
+        finally:
+            self.file.seek(where)
 
     def close(self) -> None:
         self.file.close()

@@ -73,6 +73,27 @@ def test_eight_sparse_frames_fetch_a_part_of_a_long_object(store_env, tmp_path, 
     assert remote.fetched_bytes < 0.4 * path.stat().st_size, (remote.fetched_bytes, path.stat().st_size)
 
 
+@pytest.mark.parametrize("codec, times", [
+    ("libx264", None),  # B-frames: presentation order is not decode order
+    ("libx265", None),  # x265's open GOPs: pictures decoded after a keyframe are shown before it
+    ("libx264", [round(0.013 * i * i, 3) for i in range(40)]),  # variable frame rate
+    ("mpeg4", None),
+])
+def test_the_mp4_index_gives_the_packets_timestamps_without_demuxing_them(tmp_path, codec, times):
+    import av
+
+    from video_io.pyav_frames import indexed_timeline, packet_index
+
+    n = len(times) if times else 80
+    path = write_clip(tmp_path / "clip.mp4", n, codec=codec, times=times, options={"g": "12"}
+                      if codec != "libx265" else {"x265-params": "keyint=12:bframes=3:log-level=none"})
+    data = path.read_bytes()
+    with av.open(str(path)) as demuxed, av.open(str(path)) as indexed:
+        truth = packet_index(demuxed, demuxed.streams.video[0])
+        got = indexed_timeline(indexed, indexed.streams.video[0], lambda size, at: data[at:at + size], len(data))
+    assert len(truth[1]) > 1 and got == truth
+
+
 def test_the_store_identifies_an_object_and_an_overwrite_is_told_apart(store_env, tmp_path):
     first, second = write_clip(tmp_path / "a.mp4", 8), write_clip(tmp_path / "b.mp4", 9)
     bucket = store_env.bucket({"c/clip.mp4": first})
