@@ -104,6 +104,11 @@ def test_an_overwritten_object_is_refused_then_captioned_anew(store_env, bucket,
     with Captioner(overrides=["references=null"]) as captioner:  # the Python API lists the prefix as the command
         first = {r["video"]: r for r in captioner.caption(url, output=out)}
     assert len(first) == 6 and all(r["status"] == "ok" and r["source"]["etag"] for r in first.values())
+    disk = _run_job(compose_config, vllm_engine, f"input_dir={synth_dir}", f"output={tmp_path / 'disk.jsonl'}",
+                    "references=null")
+    assert disk["exit_status"] == EXIT_OK  # the API's greedy captions from the store are the folder's
+    assert {r["video"]: r["caption"] for r in _records(tmp_path / "disk.jsonl")} == \
+        {video: r["caption"] for video, r in first.items()}
     store_env.put(bucket, "clips/clip_00001.mp4", synth_dir / "clip_00002.mp4")  # re-exported in place
     with pytest.raises(OutputRefused) as refused:
         _run_job(compose_config, vllm_engine, f"input_dir={url}", f"output={out}", "references=null")
