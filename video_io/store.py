@@ -298,26 +298,22 @@ def clip_path(input_dir: Path | str, video: str) -> Path | str:
     return f"{input_dir}/{video}" if is_url(input_dir) else Path(input_dir) / video
 
 
+def _answers(ask, url: str) -> bool:
+    try:
+        ask(url)
+    except Exception:
+        return False
+    return True
+
+
 def exists(path: Path | str) -> bool:
     """A file that is a regular file, or an object the store holds (asked now)."""
-    if is_url(path):
-        try:
-            head(str(path))
-        except Exception:
-            return False
-        return True
-    return Path(path).is_file()
+    return _answers(head, str(path)) if is_url(path) else Path(path).is_file()
 
 
 def input_there(input_dir: Path | str) -> bool:
     """The folder exists, or the store answers for the URL."""
-    if is_url(input_dir):
-        try:
-            check_reachable(str(input_dir))
-        except StoreError:
-            return False
-        return True
-    return Path(input_dir).is_dir()
+    return _answers(check_reachable, str(input_dir)) if is_url(input_dir) else Path(input_dir).is_dir()
 
 
 def local_file(input_dir: Path | str, name: str) -> Path | None:
