@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -154,14 +154,6 @@ class ObjectInfo:
         return identity
 
 
-@dataclass
-class Listing:
-    """The objects found under one URL, with what the store said of each when listed."""
-
-    root: str
-    objects: dict[str, ObjectInfo] = field(default_factory=dict)  # url -> info
-
-
 _LISTED: dict[str, ObjectInfo] = {}  # every object listed in this process: a resume compares without asking again
 
 
@@ -266,31 +258,30 @@ class CountingFile:
         self.file.close()
 
 
-_COPIES: dict[str, Path | None] = {}
+_COPIES: dict[tuple[str, str | None], Path] = {}
 COPY_TRIES = 3
 
 
 def fetched_copy(url: str) -> Path | None:
-    """A small object (a references.jsonl beside the clips) copied into a folder of this process's own,
-    removed when it exits; None where the store holds no such object or cannot be asked. Fetched once."""
-    if url not in _COPIES:
-        folder = Path(tempfile.mkdtemp(prefix="vidcap-store-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        local = folder / url.rsplit("/", 1)[-1]
-        for attempt in range(COPY_TRIES):  # a body cut off halfway is not tried again by the client itself
-            try:
+    """A small object (a references.jsonl beside the clips, a list of videos) copied into a folder of this
+    process's own, removed when it exits; None where the store holds no such object. Fetched again only
+    when its ETag changed (a list edited between two calls of the Python API is read anew)."""
+    for attempt in range(COPY_TRIES):  # a body cut off halfway is not tried again by the client itself
+        try:
+            version = (url, head(url).etag)
+            if version not in _COPIES:
+                folder = Path(tempfile.mkdtemp(prefix="vidcap-store-"))
+                atexit.register(shutil.rmtree, folder, ignore_errors=True)
+                local = folder / url.rsplit("/", 1)[-1]
                 _fs(url).get_file(url, str(local))
-                _COPIES[url] = local
-                break
-            except FileNotFoundError:
-                _COPIES[url] = None
-                break
-            except Exception as exc:
-                if attempt == COPY_TRIES - 1:
-                    raise StoreError(f"{url} cannot be read: {store_reason(exc)}") from None
-        if _COPIES[url] is None:
-            shutil.rmtree(folder, ignore_errors=True)
-    return _COPIES[url]
+                _COPIES[version] = local
+            return _COPIES[version]
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            if attempt == COPY_TRIES - 1:
+                raise StoreError(f"{url} cannot be read: {store_reason(exc)}") from None
+    return None
 
 
 def clip_path(input_dir: Path | str, video: str) -> Path | str:

@@ -99,3 +99,13 @@ def test_a_list_in_the_store_captions_its_objects_under_their_ids(s3, synth_dir,
     assert direct["exit_status"] == 0
     disk = {r["video"]: r["caption"] for r in map(json.loads, (tmp_path / "disk.jsonl").read_text().splitlines())}
     assert records["asset-4"]["caption"] == disk["clip_00004.mp4"]
+
+
+def test_a_list_in_the_store_edited_between_two_reads_is_read_anew(s3, monkeypatch):
+    """The Python API reads a list per call in one process: a list edited in between is the new one."""
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = s3.bucket({"lists/today.jsonl": b'{"uri": "s3://x-footage/a.mp4"}\n'})
+    assert [v for _, v in read_manifest(f"s3://{bucket}/lists/today.jsonl").videos] == ["s3://x-footage/a.mp4"]
+    s3.put(bucket, "lists/today.jsonl", b'{"uri": "s3://x-footage/b.mp4"}\n')
+    assert [v for _, v in read_manifest(f"s3://{bucket}/lists/today.jsonl").videos] == ["s3://x-footage/b.mp4"]
