@@ -270,6 +270,7 @@ def decode_clip(path: str, spec: DecodeSpec) -> Clip:
         try:
             clip = _decode_open(source, spec)
         except DecodeError:
+            source.check_unchanged()  # a file or object changed under the decoder: that, not what it made of it
             if source.damage:  # a damaged MP4 whose index survived: what is wrong, not FFmpeg's words
                 raise DecodeError(source.damage) from None
             raise

@@ -8,13 +8,14 @@ import signal
 import sys
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from video_io.decode import Clip, DecodeError, DecodeSpec, decode_clip
-from video_io.identity import Identity, OpenedFile
+from video_io.identity import Identity, OpenedFile, OpenedObject
 from video_io.segmenting import SegmentInfo, SegmentSpec, plan_video, segment_infos
+from video_io.source import object_checked_by_caller
 
 
 @dataclass
@@ -119,7 +120,8 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
     plan = None
     if segments is not None and segments.mode != "none":
         try:
-            plan = plan_video(path, segments, progress)
+            with _opened_as(opened, path):
+                plan = plan_video(path, segments, progress)
         except Exception as exc:  # DecodeError: why the file cannot be read; else a library's surprise
             detail = str(exc) if isinstance(exc, DecodeError) else \
                 f"unexpected decoder error: {traceback.format_exception_only(type(exc), exc)[-1].strip()}"
@@ -127,7 +129,9 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
                                source=source)
             return
     if plan is None:
-        yield _checked(_decode_to_result(path, spec, decode_fn), opened)
+        with _opened_as(opened, path):
+            result = _decode_to_result(path, spec, decode_fn)
+        yield _checked(result, opened)
         return
     scan_s = time.perf_counter() - started
     parts = segment_infos(plan)
@@ -135,14 +139,23 @@ def decode_path(path: str, spec: DecodeSpec, segments: SegmentSpec | None = None
     changed = None if opened is None else opened.changed(path)  # the shots were found in this file?
     for index, part in enumerate(parts):
         if changed is None:
-            result = _checked(_decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn),
-                              opened)
+            with _opened_as(opened, path):
+                result = _decode_to_result(path, replace(spec, window=(part.start_s, part.end_s)), decode_fn)
+            result = _checked(result, opened)
             changed = None if result.ok or opened is None else opened.changed(path)
         else:  # changed while an earlier segment (or the search for shots) read it: not read again
             result = DecodeResult(path, None, _changed_error(changed), 0.0, source=source)
         result.segment = part
         result.last, result.scan_s = index == len(parts) - 1, scan_s
         yield result
+
+
+def _opened_as(opened: OpenedFile | None, path: str) -> AbstractContextManager[None]:
+    """For an object: the decoder opens it from the HEAD `opened` took, and leaves the check after decoding
+    to _checked (video_io/source.py object_checked_by_caller)."""
+    if isinstance(opened, OpenedObject):
+        return object_checked_by_caller(path, opened.info)
+    return nullcontext()
 
 
 def _checked(result: DecodeResult, opened: OpenedFile | None) -> DecodeResult:

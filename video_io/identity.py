@@ -24,7 +24,7 @@ An object in a store (video_io/store.py) is identified by what the store says of
 last-modified time and, in a versioned bucket, its version id. No byte is read for it: the ETag
 changes whenever the object is written. The listing gives each object's identity, so a resume over
 thousands of objects compares without a request per object; the decoder asks again (HEAD) when it opens
-an object and once it has read it.
+an object and once it has read it, and nothing else asks (a clip costs two HEADs).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from video_io.store import head, is_url, listed, store_reason
+from video_io.store import ObjectInfo, head, is_url, listed, store_reason
 
 Identity = dict[str, Any]  # a record's `source`: input_dir, size, mtime_ns, modified, fingerprint
 StrPath = str | os.PathLike[str]
@@ -149,6 +149,12 @@ class OpenedObject(OpenedFile):
         except Exception:  # missing, forbidden, unreachable: the decoder says so in its own error
             return None
         return cls(info.identity(), (0, 0, info.size, 0))
+
+    @property
+    def info(self) -> ObjectInfo:
+        """The store's answer this identity was taken from (what the decoder opens the object by)."""
+        i = self.identity
+        return ObjectInfo(i["size"], i.get("etag"), i.get("modified"), i.get("version_id"))
 
     def changed(self, path: StrPath) -> str | None:
         try:

@@ -17,10 +17,27 @@ import os
 import re
 import stat
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from video_io.store import CountingFile, head, is_url, store_reason
+from video_io.store import CountingFile, ObjectInfo, head, is_url, store_reason
+
+# An object whose HEAD the caller has just taken, and which the caller asks the store about again once the
+# frames are out (decode_path in video_io/decoder_process.py): the decoder opens it from that answer and
+# leaves the check after decoding to the caller, so one clip costs the store two HEADs, not four.
+_HEAD_TAKEN: ContextVar[tuple[str, ObjectInfo] | None] = ContextVar("head_taken", default=None)
+
+
+@contextmanager
+def object_checked_by_caller(url: str, info: ObjectInfo) -> Iterator[None]:
+    """Within: opening `url` uses `info` (the caller's HEAD) and does not ask the store again after decoding;
+    the caller does, and refuses the frames if the object changed (video_io/identity.py OpenedObject)."""
+    token = _HEAD_TAKEN.set((url, info))
+    try:
+        yield
+    finally:
+        _HEAD_TAKEN.reset(token)
 
 # FFmpeg's own messages for the failures seen on damaged and foreign files, and what to tell a
 # person instead. Matched case-insensitively against the library's message.
@@ -141,12 +158,16 @@ class Source:
                               "run the job again to caption the new version")
 
 
+OVERWRITTEN = "the object changed while it was being decoded (overwritten); run the job again to caption the new version"
+
+
 @dataclass
 class ObjectSource(Source):
     """An object in a store, open for reading by range requests (video_io/store.py)."""
 
     file: CountingFile | None = None
     etag: str | None = None
+    caller_checks: bool = False  # the caller asks the store after decoding (object_checked_by_caller)
 
     @property
     def uri(self) -> Any:
@@ -167,6 +188,10 @@ class ObjectSource(Source):
 
     def check_unchanged(self) -> None:
         """Refuse frames decoded from an object overwritten (another ETag or size) while it was read."""
+        if self.file is not None and self.file.overwritten:  # the store refused a range of the version opened
+            raise DecodeError(OVERWRITTEN)
+        if self.caller_checks:
+            return
         try:
             now = head(self.path)
         except FileNotFoundError:
@@ -175,8 +200,7 @@ class ObjectSource(Source):
             raise DecodeError(f"the store could not be asked whether the object changed while it was read: "
                               f"{store_reason(exc)}") from None
         if (now.etag, now.size) != (self.etag, self.size):
-            raise DecodeError("the object changed while it was being decoded (overwritten); run the job again "
-                              "to caption the new version")
+            raise DecodeError(OVERWRITTEN)
 
 
 def open_source(path: str) -> Source:
@@ -229,18 +253,20 @@ def open_source(path: str) -> Source:
 def _open_object(url: str) -> ObjectSource:
     """An object opened for reading, refused as a file would be (missing, empty, text, cut short), with
     the store's reason where the store refuses it."""
+    taken = _HEAD_TAKEN.get()
+    caller_checks = taken is not None and taken[0] == url
     try:
-        info = head(url)
+        info = taken[1] if taken is not None and caller_checks else head(url)
         if info.size == 0:
             raise DecodeError("empty object (0 bytes)")
-        file = CountingFile(url)
+        file = CountingFile(url, info)
     except DecodeError:
         raise
     except FileNotFoundError:
         raise DecodeError("object not found: deleted or moved after the listing") from None
     except Exception as exc:  # forbidden, unreachable: the store's own words
         raise DecodeError(f"the store refused the object: {store_reason(exc)}") from None
-    source = ObjectSource(url, -1, info.size, 0, (0, 0), None, file, info.etag)
+    source = ObjectSource(url, -1, info.size, 0, (0, 0), None, file, info.etag, caller_checks)
     try:
         first = file.pread(512, 0)
         reason = _text_reason(first)
@@ -255,6 +281,8 @@ def _open_object(url: str) -> ObjectSource:
         raise
     except Exception as exc:
         source.close()
+        if file.overwritten:
+            raise DecodeError(OVERWRITTEN) from None
         raise DecodeError(f"the store failed while the object was read: {store_reason(exc)}") from None
     return source
 

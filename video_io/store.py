@@ -118,14 +118,26 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _store_words(exc: BaseException) -> str:
+    """The store's error code and message (`AccessDenied: Access Denied`) where s3fs kept botocore's error
+    as the cause (s3fs/errors.py translate_boto_error), else the exception's text. A HEAD's answer has no
+    body, so a refused HEAD says only `Forbidden`."""
+    error = getattr(exc.__cause__, "response", None)
+    error = error.get("Error") if isinstance(error, dict) else None
+    if isinstance(error, dict) and error.get("Code"):
+        code, message = str(error["Code"]), str(error.get("Message") or "")
+        return _one_line(Exception(f"{code}: {message}" if message and message != code else code))
+    return _one_line(exc)
+
+
 def store_reason(exc: BaseException) -> str:
     """The store's reason for a failed call, in words: s3fs turns S3's error codes into Python's
     (s3fs/errors.py): a missing key or bucket FileNotFoundError, AccessDenied PermissionError."""
     if isinstance(exc, FileNotFoundError):
-        return f"not found ({_one_line(exc)})"
+        return f"not found ({_store_words(exc)})"
     if isinstance(exc, PermissionError):
-        return f"access denied ({_one_line(exc)}): check the credentials and the bucket's policy"
-    return f"{type(exc).__name__}: {_one_line(exc)}"
+        return f"access denied ({_store_words(exc)}): check the credentials and the bucket's policy"
+    return f"{type(exc).__name__}: {_store_words(exc)}"
 
 
 @dataclass(frozen=True)
@@ -198,8 +210,17 @@ def other_suffixes(root: str, most: int = 10_000) -> dict[str, int]:
 
 
 def head(url: str) -> ObjectInfo:
-    """What the store says of `url` now (a HEAD request); the store's exception where it cannot say."""
-    return ObjectInfo.of(_fs(url).info(url))
+    """What the store says of `url` now (a HEAD request); the store's exception where it cannot say. A HEAD's
+    refusal has no body (403 says only "Forbidden"): a one-byte read then asks why (AccessDenied, ...)."""
+    fs = _fs(url)
+    try:
+        return ObjectInfo.of(fs.info(url))
+    except PermissionError as refused:
+        try:
+            fs.cat_file(url, start=0, end=1)
+        except PermissionError as why:
+            raise why  # its cause, botocore's error, holds the code (_store_words)
+        raise refused from None
 
 
 def listed(url: str) -> ObjectInfo:
@@ -211,12 +232,31 @@ def listed(url: str) -> ObjectInfo:
 def check_reachable(url: str) -> None:
     """StoreError where the store at `url` cannot be reached or refuses the credentials (one HEAD or a
     listing of at most one key: s3fs's info() of a prefix)."""
+    fs = _fs(url)
     try:
-        _fs(url).info(url)
+        fs.info(url)
     except FileNotFoundError:
         return  # reachable: the prefix holds nothing now
+    except PermissionError as exc:
+        # a HEAD's 403 has no body, and a key may list a bucket it may not HEAD: a listing of one key decides,
+        # and says why where it is refused (InvalidAccessKeyId, SignatureDoesNotMatch, AccessDenied)
+        refusal = _listing_refusal(fs, url)
+        if refusal is not None or not hasattr(fs, "call_s3"):
+            raise StoreError(f"`input_dir={url}` cannot be reached: {store_reason(refusal or exc)}") from None
     except Exception as exc:
         raise StoreError(f"`input_dir={url}` cannot be reached: {store_reason(exc)}") from None
+
+
+def _listing_refusal(fs, url: str) -> BaseException | None:
+    """Why an S3 store refuses to list one key under `url` (its error has a code and message), or None."""
+    if not hasattr(fs, "call_s3"):  # not S3: the HEAD's refusal stands
+        return None
+    bucket, prefix, _ = fs.split_path(url)
+    try:
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except Exception as exc:
+        return exc
+    return None
 
 
 class CountingFile:
@@ -224,17 +264,35 @@ class CountingFile:
     BLOCK_BYTES, as the decoder reads): what a clip cost the store, for the record's
     decode stats and `caption-bench store`."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, info: ObjectInfo):
         self.url = url
         # the blocks fetched stay (up to CACHED_BLOCKS: bounded memory), so a decoder's second pass over the
-        # same part of the object, and the header read by each pass, are not fetched again
+        # same part of the object, and the header read by each pass, are not fetched again. The size is the
+        # caller's HEAD's: given, fsspec asks the store for it no more (fsspec/spec.py AbstractBufferedFile)
         self.file = _fs(url).open(url, "rb", block_size=BLOCK_BYTES, cache_type="blockcache",
-                                  cache_options={"maxblocks": CACHED_BLOCKS})
+                                  cache_options={"maxblocks": CACHED_BLOCKS}, size=info.size)
+        if info.etag and hasattr(self.file, "read_kw"):
+            # each range request names the version HEAD saw (If-Match): an object overwritten while it is read
+            # is answered 412 and s3fs raises FileExpired, never another version's bytes. s3fs sets this
+            # itself only when it takes the HEAD (s3fs/core.py S3File.__init__)
+            etag = f'"{info.etag}"'
+            self.file.read_kw = {**self.file.read_kw, "IfMatch": etag}
+            self.file.details = {"name": self.file.path, "size": info.size, "ETag": etag}
         self.fetched = 0
+        self.overwritten = False  # a range request was refused: the object is not the version HEAD saw
         fetch = self.file.cache.fetcher  # what the cache calls for each range: counted as it comes back
+        expired: tuple[type[BaseException], ...] = ()
+        if "IfMatch" in getattr(self.file, "read_kw", {}):
+            from s3fs.utils import FileExpired
+
+            expired = (FileExpired,)
 
         def counted(start: int, end: int) -> bytes:
-            data = fetch(start, end)
+            try:
+                data = fetch(start, end)
+            except expired:
+                self.overwritten = True
+                raise
             self.fetched += len(data)
             return data
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from caption.records import OutputRefused
 from tests.caption.in_process import run_caption, run_command
-from tests.support.s3_server import SECRET, folder_files, free_port
+from tests.support.s3_server import SECRET, fault_proxy, folder_files, free_port, guarded_s3_server
 from vidcap_ko_outputs.exit_status import EXIT_INPUT_GONE, EXIT_OK, EXIT_USAGE
 
 pytestmark = pytest.mark.slow  # jobs that generate
@@ -139,14 +137,32 @@ def test_a_store_that_cannot_be_reached_or_a_url_with_a_key_is_one_line_before_a
     assert SECRET not in done.stderr + done.stdout
 
 
-FAULTS = Path(__file__).resolve().parents[1] / "support" / "s3_faults.py"
-
-
-def _proxy(script: Path, port: int, target: int, *args: str) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, str(script), str(port), str(target), *args], stdout=subprocess.PIPE,
-                               text=True)
-    assert process.stdout.readline().strip() == "ready"
-    return process
+def test_a_forbidden_object_is_an_error_record_and_refused_credentials_stop_the_job_before_it_loads(
+        synth_dir, tmp_path, compose_config, vllm_engine, monkeypatch):
+    """A store that checks signatures and policies (moto's IAM): the object the key may not read becomes an
+    error record with the store's reason while the others are captioned; a key the store does not know
+    stops the job in one line, before any model loads, with the input's exit status."""
+    files = {**folder_files(synth_dir, prefix="clips/"), "secret/clips/clip_00000.mp4": synth_dir / "clip_00000.mp4"}
+    with guarded_s3_server(tmp_path, files) as (_, bucket, reader):
+        for name, value in reader.items():
+            monkeypatch.setenv(name, value)
+        out = tmp_path / "captions.jsonl"
+        summary = _run_job(compose_config, vllm_engine, f"input_dir=s3://{bucket}", f"output={out}",
+                           "references=null")
+        assert summary["exit_status"] != EXIT_OK and summary["videos_failed"] == 1, summary
+        records = {r["video"]: r for r in _records(out)}
+        assert sorted(records) == ["clips/" + p.name for p in sorted(synth_dir.glob("*.mp4"))] + \
+            ["secret/clips/clip_00000.mp4"]
+        refused = records.pop("secret/clips/clip_00000.mp4")
+        assert refused["status"] == "error" and "access denied (AccessDenied" in refused["error"], refused
+        assert all(r["status"] == "ok" for r in records.values())
+        unknown = {**os.environ, "HF_HUB_OFFLINE": "1", **reader, "AWS_ACCESS_KEY_ID": "AKIANOSUCHKEY0000000"}
+        done = _caption(tmp_path, unknown, f"input_dir=s3://{bucket}", f"output={tmp_path / 'x.jsonl'}",
+                        run="unknown")
+    lines = [line for line in done.stderr.splitlines() if line.startswith("caption:")]
+    assert done.returncode == EXIT_INPUT_GONE and len(lines) == 1, done.stderr[-3000:]
+    assert "input unreachable" in lines[0] and "InvalidAccessKeyId" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.jsonl").exists() and "engine start" not in done.stdout
 
 
 def test_throttling_dropped_connections_and_cut_answers_are_tried_again_and_nothing_is_lost_or_doubled(
@@ -162,7 +178,7 @@ def test_throttling_dropped_connections_and_cut_answers_are_tried_again_and_noth
     assert clean["exit_status"] == EXIT_OK
     port = free_port()
     pattern = ",".join(f"{n}:{kind}" for n, kind in zip(range(2, 60, 3), ["slowdown", "drop", "cut"] * 7))
-    proxy = _proxy(FAULTS, port, s3.port, pattern)
+    proxy = fault_proxy(port, s3.port, pattern)
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
         out = tmp_path / "faulty.jsonl"
@@ -182,14 +198,14 @@ def test_a_store_that_goes_away_mid_run_stops_the_job_and_the_same_command_resum
                                                                                   compose_config, vllm_engine,
                                                                                   monkeypatch):
     """The job reaches the store through a proxy that, from its 20th request on (one decoder reads the clips
-    in order: the third clip's), resets every connection and closes its port: to the job, a store gone.
+    in order: an early clip's), resets every connection and closes its port: to the job, a store gone.
     The same job through a new proxy resumes."""
     url, out, port = f"s3://{bucket}/clips", tmp_path / "captions.jsonl", free_port()
     for name, value in s3.env(f"http://127.0.0.1:{port}").items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own setting: a store gone is found in seconds
     overrides = [f"input_dir={url}", f"output={out}", "references=null"]
-    proxy = _proxy(FAULTS, port, s3.port, "20:gone")
+    proxy = fault_proxy(port, s3.port, "20:gone")
     try:
         summary = _run_job(compose_config, vllm_engine, *overrides)
     finally:
@@ -199,8 +215,8 @@ def test_a_store_that_goes_away_mid_run_stops_the_job_and_the_same_command_resum
     assert f"`input_dir={url}` went away while the job ran" in summary["stop_reason"]
     assert "run the same command again" in summary["stop_reason"]
     first = _records(out)
-    assert len(first) < 6 and all(r["status"] == "ok" for r in first)  # no error record for the store's fault
-    proxy = _proxy(FAULTS, port, s3.port)
+    assert 0 < len(first) < 6 and all(r["status"] == "ok" for r in first), len(first)  # no error record for the store's fault
+    proxy = fault_proxy(port, s3.port)
     try:
         again = _run_job(compose_config, vllm_engine, *overrides)
     finally:

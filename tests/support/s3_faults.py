@@ -4,7 +4,8 @@
 Each request (over all connections, counted from 1) is passed to the store unless PATTERN names its number:
 PATTERN is a comma-separated list of `N:slowdown` (answered 503 SlowDown, S3's throttling answer, without
 reaching the store), `N:drop` (the connection closed before any answer), `N:cut` (the store's answer
-cut off halfway through its body) and `N:gone` (from that request on the store is gone: every connection
+cut off halfway through its body), `N:stall` (never answered: the connection held open until the client's
+read timeout gives up on it) and `N:gone` (from that request on the store is gone: every connection
 reset, the port closed, so later connections are refused). Faults are placed by request number, so a
 test hits the listing, the HEADs and the range reads whatever the speed of the machine.
 
@@ -58,6 +59,9 @@ async def _serve(listen: int, target: int, faults: dict[int, str]) -> None:
                         writer.transport.abort()  # a reset, as the kernel gives for a process killed
                     return
                 if fault == "drop":
+                    return
+                if fault == "stall":
+                    await client_reader.read()  # until the client closes the connection it gave up on
                     return
                 if fault == "slowdown":
                     client_writer.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"

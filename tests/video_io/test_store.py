@@ -1,22 +1,25 @@
 """Videos in object storage (video_io/store.py) against a real S3 API on loopback (moto's server:
 tests/support/s3_server.py): listed as a folder is crawled, decoded from the object to the same frames as
-from the file, identified by what the store says (an overwritten object is told apart), refused in words
-where the store refuses, and credentials kept out of URLs."""
+from the file, identified by what the store says (an overwritten object is told apart, even halfway through its reading),
+refused in the store's words where the store refuses (a forbidden object, an unknown key), a stalled answer
+asked again, and credentials kept out of URLs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.support.s3_server import SECRET, folder_files, free_port
+from tests.support.s3_server import SECRET, fault_proxy, folder_files, free_port, guarded_s3_server
 from tests.video_io.clipmakers import write_clip
 from tests.video_io.real_footage import sample_clips
+from video_io import decode as decode_module
 from video_io.crawl import VIDEO_EXTENSIONS, crawl_videos
 from video_io.decode import DecodeSpec, decode_clip
+from video_io.decoder_process import decode_path
 from video_io.identity import OpenedFile, compare
 from video_io.sampling import SamplingSpec
-from video_io.source import DecodeError
-from video_io.store import StoreError, check_url, list_objects
+from video_io.source import DecodeError, object_checked_by_caller, open_source
+from video_io.store import StoreError, check_reachable, check_url, head, list_objects
 
 EIGHT = DecodeSpec(sampling=SamplingSpec(num_frames=8))
 
@@ -131,3 +134,93 @@ def test_an_unreachable_store_or_a_url_with_credentials_is_one_line(store_env, m
     assert SECRET not in str(carried.value) and "s3://footage/clips" in str(carried.value)
     with pytest.raises(StoreError, match="no installed fsspec package reads nosuchproto://"):
         check_url("nosuchproto://footage/clips")
+
+
+def _requests(server, bucket: str) -> list[str]:
+    """The requests the store answered for `bucket`, as moto's server logged them ("HEAD /bucket/key")."""
+    lines = server.log.read_text(errors="replace").splitlines()
+    return [" ".join(line.split('"')[1].split()[:2]) for line in lines if f" /{bucket}" in line and '"' in line]
+
+
+def test_a_clip_costs_the_store_two_heads_and_the_ranges_it_decodes(store_env, tmp_path):
+    """The decoder's HEAD when it takes the object's identity is the one it opens the object by, and one
+    HEAD once the frames are out asks whether the object changed (video_io/identity.py): no other."""
+    bucket = store_env.bucket({"a.mp4": write_clip(tmp_path / "a.mp4", 30)})
+    results = list(decode_path(f"s3://{bucket}/a.mp4", EIGHT))
+    assert len(results) == 1 and results[0].ok, results[0].error
+    asked = _requests(store_env, bucket)
+    assert [r for r in asked if r.startswith("HEAD")] == [f"HEAD /{bucket}/a.mp4"] * 2, asked
+    assert [r for r in asked if r.startswith("GET")] == [f"GET /{bucket}/a.mp4"], asked  # one range: a small clip
+
+
+def test_an_object_overwritten_while_it_is_read_gives_no_frames_of_either_version(store_env, tmp_path,
+                                                                                  monkeypatch):
+    """Each range request names the version the decoder opened (If-Match): overwritten after the first
+    range, the store refuses the next, and the decoder says the object changed, not that it is damaged."""
+    monkeypatch.setattr("video_io.store.BLOCK_BYTES", 16 * 1024)  # a clip of many ranges
+    base = np.random.default_rng(1).integers(0, 255, (144, 256, 3), dtype=np.uint8)
+    first = write_clip(tmp_path / "first.mp4", 90, 256, 144, frame_fn=lambda i: np.roll(base, i, axis=0))
+    second = write_clip(tmp_path / "second.mp4", 90, 256, 144, frame_fn=lambda i: np.roll(base, -i, axis=1))
+    assert first.stat().st_size > 8 * 16 * 1024
+    bucket = store_env.bucket({"c.mp4": first})
+
+    def opened_then_overwritten(path):
+        source = open_source(path)  # its identity taken and its first range read
+        store_env.put(bucket, "c.mp4", second)
+        return source
+
+    monkeypatch.setattr(decode_module, "open_source", opened_then_overwritten)
+    url = f"s3://{bucket}/c.mp4"
+    with object_checked_by_caller(url, head(url)), pytest.raises(DecodeError) as changed:
+        decode_clip(url, EIGHT)  # as decode_path calls it: no HEAD after decoding, the ranges alone guard it
+    assert str(changed.value).startswith("the object changed while it was being decoded (overwritten)")
+    monkeypatch.setattr(decode_module, "open_source", open_source)
+    again = decode_clip(f"s3://{bucket}/c.mp4", EIGHT)  # the next run decodes the new version whole
+    assert np.array_equal(again.frames, decode_clip(str(second), EIGHT).frames)
+
+
+def test_a_stalled_answer_is_timed_out_and_asked_again(store_env, tmp_path, monkeypatch):
+    """A store that never answers one range request (tests/support/s3_faults.py `stall`): the client's read
+    timeout gives up on it and botocore asks again; the frames are the file's. The timeout is the job's
+    60 s (video_io/store.py READ_S), one second here."""
+    monkeypatch.setattr("video_io.store.READ_S", 1)
+    monkeypatch.setattr("video_io.store.BLOCK_BYTES", 16 * 1024)
+    path = write_clip(tmp_path / "a.mp4", 90, 256, 144)
+    bucket = store_env.bucket({"a.mp4": path})
+    port = free_port()
+    proxy = fault_proxy(port, store_env.port, "2:stall,4:stall")  # the first range read, and a later one
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        remote = decode_clip(f"s3://{bucket}/a.mp4", EIGHT)
+    finally:
+        proxy.kill()
+    stalled = proxy.communicate()[0].split("\n")
+    assert [line.split()[1] for line in stalled if line] == ["stall", "stall"], stalled
+    assert np.array_equal(remote.frames, decode_clip(str(path), EIGHT).frames)
+
+
+@pytest.fixture
+def guarded_store(tmp_path):
+    with guarded_s3_server(tmp_path, {"open/a.mp4": write_clip(tmp_path / "a.mp4", 20),
+                                      "secret/b.mp4": write_clip(tmp_path / "b.mp4", 20)}) as guarded:
+        yield guarded
+
+
+def test_a_forbidden_object_and_refused_credentials_are_said_in_the_stores_words(guarded_store, monkeypatch):
+    server, bucket, reader = guarded_store
+    for name, value in reader.items():
+        monkeypatch.setenv(name, value)
+    assert [key for key, _ in list_objects(f"s3://{bucket}", (".mp4",))] == ["open/a.mp4", "secret/b.mp4"]
+    assert decode_clip(f"s3://{bucket}/open/a.mp4", EIGHT).frames.shape[0] == 8
+    with pytest.raises(DecodeError) as forbidden:  # HEAD says only 403; the store's code comes from a read
+        decode_clip(f"s3://{bucket}/secret/b.mp4", EIGHT)
+    assert str(forbidden.value).startswith("the store refused the object: access denied (AccessDenied")
+    for name, value, code in (("AWS_ACCESS_KEY_ID", "AKIANOSUCHKEY0000000", "InvalidAccessKeyId"),
+                              ("AWS_SECRET_ACCESS_KEY", "not-the-secret", "SignatureDoesNotMatch")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(StoreError) as refused:
+            check_reachable(f"s3://{bucket}")
+        assert f"cannot be reached: access denied ({code}" in str(refused.value), refused.value
+        with pytest.raises(StoreError, match=f"cannot be listed: access denied \\({code}"):
+            list_objects(f"s3://{bucket}", (".mp4",))
+        monkeypatch.setenv(name, reader[name])
