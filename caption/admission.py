@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from families import get_family
+from vidcap_ko.families import get_family
 
 
 @dataclass(frozen=True)

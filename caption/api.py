@@ -149,7 +149,7 @@ def _ctrl_c_stops_the_job():
 def _quiet(log: Path) -> None:
     """Library output to `log` from now until console.restore(); a log that cannot be written: WriteFailed."""
     from caption.console import console
-    from vidcap_ko_outputs.writing import writing
+    from vidcap_ko.writing import writing
 
     with writing(log, "log file", setting="log"):
         console.quiet(log, lines_to_terminal=False)

@@ -19,7 +19,7 @@ import traceback
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.console import console
 from caption.outcome import JobInterrupted, interrupts
-from vidcap_ko_outputs.exit_status import (
+from vidcap_ko.exit_status import (
     EXIT_BUG,
     EXIT_ENGINE_DIED,
     EXIT_INPUT_GONE,
@@ -57,7 +57,7 @@ def _job(cfg) -> float | None:
     from caption.records import OutputRefused
     from caption.sweep import in_multirun, run_dir
     from caption.unread import task_overrides
-    from vidcap_ko_outputs.writing import WriteFailed, writing
+    from vidcap_ko.writing import WriteFailed, writing
     from video_io.store import StoreError
 
     if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
@@ -124,7 +124,7 @@ def _compose_and_run() -> None:
 
     from caption.config import CONF_DIR
     from caption.overrides import paths_as_typed
-    from vidcap_ko_outputs.writing import WriteFailed
+    from vidcap_ko.writing import WriteFailed
 
     sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
     app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)

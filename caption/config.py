@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-import vidcap_ko_files as shipped
+import vidcap_ko.files as shipped
 from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
 from caption.engine_choice import requested_engine
@@ -26,13 +26,13 @@ from caption.option import ConfigError as ConfigError  # where callers have alwa
 from caption.option import at_least, closest, one_of
 from caption.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
 from caption.settings_ids import SettingsIds
-from families import UnknownFamily, get_family
 from quant.plan import Plan
+from vidcap_ko.families import UnknownFamily, get_family
 from video_io.decode import DecodeSpec
 from video_io.sampling import SamplingSpec
 from video_io.segmenting import SegmentSpec
 
-# conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko_files/)
+# conf/ and assets/: the checkout's, or the copies an installed wheel carries (vidcap_ko/)
 SHIPPED_ROOT = shipped.ROOT
 CONF_DIR = SHIPPED_ROOT / "conf"
 # where benchmarks, training and the docs tools keep data/: the checkout (installed: the current folder)
@@ -314,7 +314,7 @@ def _spec(cfg: DictConfig, model_path: str) -> dict[str, Any] | None:
         draft = Path(str(spec.model or "")).expanduser()
         if not (draft / "config.json").is_file():
             raise ConfigError(f"`spec.model={spec.model}` is not a model folder; point it at a draft model "
-                              "that shares the target's tokenizer (python -m training.train_draft makes one)")
+                              "that shares the target's tokenizer (python -m scripts.training.train_draft makes one)")
         target = Path(model_path) / "tokenizer.json"
         if target.is_file() and (draft / "tokenizer.json").read_bytes() != target.read_bytes():
             raise ConfigError(f"draft model {draft} has a different tokenizer from the target model: speculative "

@@ -12,7 +12,7 @@ import sys
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from vidcap_ko_outputs.exit_status import EXIT_USAGE
+from vidcap_ko.exit_status import EXIT_USAGE
 
 # scheme://user[:password]@host: a URL with credentials in it
 _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]+@")

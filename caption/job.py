@@ -42,8 +42,8 @@ from caption.sources import (
 from caption.summary import JobTally, finish, report_plan, reset_peak_rss
 from caption.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
 from caption.unread import check_settings_read
-from vidcap_ko_outputs.record import Record, record_key
-from vidcap_ko_outputs.writing import WriteFailed, check_writable, writing
+from vidcap_ko.record import Record, record_key
+from vidcap_ko.writing import WriteFailed, check_writable, writing
 from video_io.crawl import crawl_videos
 
 Videos = Sequence[tuple[str, Path | str]]  # (key: the clip's path relative to input_dir, path or object URL)

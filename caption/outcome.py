@@ -1,11 +1,11 @@
 """How a job ends: the exceptions that stop a job early, and the exit status a summary gives
-(vidcap_ko_outputs/exit_status.py lists the statuses)."""
+(vidcap_ko/exit_status.py lists the statuses)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from vidcap_ko_outputs.exit_status import (
+from vidcap_ko.exit_status import (
     EXIT_ENGINE_DIED,
     EXIT_FAILED_RECORDS,
     EXIT_INPUT_GONE,
@@ -84,8 +84,8 @@ class InputGone(Exception):
 def stops_recorded(tally):
     """However the job's run stops early, the tally says how (its `stopped` and `stop_reason`) and the job
     goes on to its summary: a signal, an engine dead past its restarts, fail_fast, a disk that refused a
-    record (vidcap_ko_outputs/writing.py), the folder being captioned gone. A bug, or a caller that abandons the job's records, still propagates."""
-    from vidcap_ko_outputs.writing import WriteFailed
+    record (vidcap_ko/writing.py), the folder being captioned gone. A bug, or a caller that abandons the job's records, still propagates."""
+    from vidcap_ko.writing import WriteFailed
 
     try:
         try:

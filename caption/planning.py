@@ -19,10 +19,10 @@ from caption.generation import sampling_warnings
 from caption.prompts import instruction_text
 from caption.settings_ids import SettingsIds
 from caption.sweep import in_multirun
-from families import get_family
 from quant.devices import detect_devices, resolve_tier, tier_not_here
 from quant.errors import PlanError
 from quant.plan import Plan, make_plan
+from vidcap_ko.families import get_family
 from video_io.decode import DecodeSpec
 from video_io.footage_kind import REFERENCES_FILE, videos_of_kind
 

@@ -3,12 +3,12 @@
 Every prompt puts what requests share first: the Korean system prompt, then the video, then the
 instruction. Requests for the same video with different instructions then share the system
 prompt *and* the video tokens as a prefix, which vLLM's prefix cache reuses. How a family lays
-them out is the family's `prompt` (families/<family>.py).
+them out is the family's `prompt` (vidcap_ko/families/<family>.py).
 """
 
 from __future__ import annotations
 
-from families import get_family
+from vidcap_ko.families import get_family
 
 SYSTEM_PROMPT_KO = (
     "당신은 한국어 영상 캡션 작성기입니다. 영상에 보이는 장면, 시간대, 날씨, "

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
-from vidcap_ko_outputs.record import Record, RecordKey, record_key, segment_index
-from vidcap_ko_outputs.writing import WriteFailed, write_whole, writing
+from vidcap_ko.record import Record, RecordKey, record_key, segment_index
+from vidcap_ko.writing import WriteFailed, write_whole, writing
 
 LEGACY_SOURCE = "none recorded"  # RecordStore.sources for a record written before records had `source`
 

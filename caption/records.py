@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from caption.settings_ids import IdKey, SettingsIds
-from vidcap_ko_outputs.record import RECORD_PREFIX, is_record, segment_index
-from vidcap_ko_outputs.writing import writing
+from vidcap_ko.record import RECORD_PREFIX, is_record, segment_index
+from vidcap_ko.writing import writing
 
 # (task, adapter, segmented) -> the settings_id this job gives such records, and which records are its
 # own (caption/fingerprint.py SettingsIds; a segment's record also says how the video was cut)

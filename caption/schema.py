@@ -71,7 +71,7 @@ class VideoSchema:
     max_pixels: Optional[int] = preset_key("pixel budget per frame, aspect ratio kept; null: the model preset's "
                                            "frame_width x frame_height")
     size_multiple: Optional[int] = preset_key("both frame sides a multiple of this; null: the model family's "
-                                              "(families/<family>.py)")
+                                              "(vidcap_ko/families/<family>.py)")
     seek: str = option(DecodeSpec.seek, "auto: from each sampling segment its keyframe, else its first frame "
                                         "(cheapest; neighbours kept a quarter of a segment apart); exact: the "
                                         "segment's centre frame, decoded from the keyframe before it; keyframe: "

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from caption.outcome import InputGone
 from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
 from caption.records import OutputRefused
-from vidcap_ko_outputs.record import Record
+from vidcap_ko.record import Record
 from video_io.identity import Identity, StrPath, compare, file_identity, with_folder
 from video_io.store import StoreError, check_reachable, is_url
 

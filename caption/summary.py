@@ -16,8 +16,8 @@ from caption.records import keep_existing
 from caption.scoring import score_captions
 from caption.sweep import RESULT_FILE, run_dir, write_result
 from caption.terminal import print_plan, print_summary
-from vidcap_ko_outputs.record import record_key
-from vidcap_ko_outputs.writing import WriteFailed, write_whole, writing
+from vidcap_ko.record import record_key
+from vidcap_ko.writing import WriteFailed, write_whole, writing
 
 if TYPE_CHECKING:
     from caption.config import JobConfig
@@ -244,7 +244,7 @@ def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
 
 
 def _tenths(seconds: object) -> str:
-    """A segment's bound as the review page shows it (caption_report/data.py ClipEntry.title): 2.9, not 2.941667."""
+    """A segment's bound as the review page shows it (caption/report/data.py ClipEntry.title): 2.9, not 2.941667."""
     return f"{seconds:.1f}" if isinstance(seconds, (int, float)) else "?"
 
 

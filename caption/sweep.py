@@ -15,8 +15,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
-from vidcap_ko_outputs.writing import WriteFailed, check_writable, writing
+from vidcap_ko.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko.writing import WriteFailed, check_writable, writing
 
 log = logging.getLogger(__name__)
 RESULT_FILE = "result.json"
@@ -91,7 +91,7 @@ def measured_figures(summary: dict) -> dict:
 
 class RunFolderCheck(Callback):
     """Before Hydra writes its files into the run (or sweep) folder: make it and write a probe, so that
-    a read-only, unwritable or full disk ends in one line naming the folder (vidcap_ko_outputs/writing.py)."""
+    a read-only, unwritable or full disk ends in one line naming the folder (vidcap_ko/writing.py)."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         self._check(Path(str(config.hydra.run.dir)))

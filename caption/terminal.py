@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 from caption.console import console
 from caption.coverage import coverage_line
 from caption.scoring import meteor_lines
-from vidcap_ko_outputs.writing import free_bytes
+from vidcap_ko.writing import free_bytes
 from video_io.crawl import VIDEO_EXTENSIONS, other_suffixes
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from pathlib import Path
 from eval.records import InputError, read_predictions
 from eval.scope import scope_of, score_scope
 from eval.tokenize_ko import TOKENIZERS
-from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
-from vidcap_ko_outputs.writing import WriteFailed, check_can_write, writing
+from vidcap_ko.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko.writing import WriteFailed, check_can_write, writing
 
 PROG = "caption-meteor"
 LIST_MAX = 5  # how many video names to show in the table per category
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except WriteFailed as exc:  # --per-item: a disk that refuses it (vidcap_ko_outputs/writing.py)
+    except WriteFailed as exc:  # --per-item: a disk that refuses it (vidcap_ko/writing.py)
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED
     except KeyboardInterrupt:

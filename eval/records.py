@@ -11,7 +11,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vidcap_ko_outputs.record import STATUSES
+from vidcap_ko.record import STATUSES
 
 __all__ = ["InputError", "Prediction", "Reference", "read_predictions", "read_references", "match"]
 

@@ -1,6 +1,6 @@
 """What a METEOR score of a caption job's records is computed over: one decision for every place that
 scores them (the job's summary and so its sweep row: caption/scoring.py; the review page:
-caption_report/data.py; `caption-meteor`: eval/cli.py).
+caption/report/data.py; `caption-meteor`: eval/cli.py).
 
 - **The task.** References describe captions: the `caption` task is scored. Records of the job's other
   tasks (keywords, motion) have no references and are refused, in the words `no_references` gives,
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.records import NONE_LABEL, InputError, Prediction, Reference, match, read_references
-from vidcap_ko_outputs.record import TASKS
+from vidcap_ko.record import TASKS
 
 SCORED_TASK = "caption"  # the task references describe
 BASE_FIELD = "references"  # the base model's list (caption-synth's references.jsonl)

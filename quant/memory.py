@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from families import get_family
+from vidcap_ko.families import get_family
 
 GIB = 1024**3
 GB = 1e9
@@ -70,7 +70,7 @@ def lm_params(arch: dict) -> int:
 
 def param_counts(family: str, arch: dict) -> tuple[int, int]:
     """(language model, vision tower) parameters; explicit arch.params_lm / params_vision win. The vision
-    tower's formula is the family's (families/<family>.py `vision_params`)."""
+    tower's formula is the family's (vidcap_ko/families/<family>.py `vision_params`)."""
     lm = arch.get("params_lm") or lm_params(arch)
     vision = arch.get("params_vision") or get_family(family).vision_params(arch)
     return int(lm), int(vision)
@@ -126,7 +126,7 @@ def frame_sizes_within(multiple: int, max_pixels: int, max_aspect: int = 200) ->
 
 def vision_tokens(family: str, arch: dict, frames: int, width: int, height: int) -> int:
     """Video placeholder tokens one clip of `frames` frames of width x height becomes in the LM's
-    sequence, by the family's own rule (families/<family>.py `video_tokens`)."""
+    sequence, by the family's own rule (vidcap_ko/families/<family>.py `video_tokens`)."""
     if frames < 1 or width < 1 or height < 1:
         raise ValueError(f"a clip needs frames, width and height >= 1, got {frames}, {width}x{height}")
     return get_family(family).video_tokens(arch, frames, width, height)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from families import get_family
 from quant.errors import PlanError
 from quant.memory import (
     GIB,
@@ -39,6 +38,7 @@ from quant.parallel import choose_tensor_parallel
 from quant.request import PROMPT_TEXT_TOKENS, Request, check_model_keys, model_arch, request_size
 from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine, resolve_quant
 from quant.tiers import Tier
+from vidcap_ko.families import get_family
 
 OVERHEAD_GIB = 1.0
 CUDA_GRAPH_GIB = 0.5

@@ -1,5 +1,5 @@
 """Read one option of a config group (conf/<group>/<option>.yaml) as a plain dict, outside a job: for
-the quant CLI, the generated docs tables (tools/docsgen) and tests.
+the quant CLI, the generated docs tables (scripts/docsgen) and tests.
 
 Hydra composes it, as it does for the job (`+<group>=<option>` with no primary config), so a preset's
 `defaults:` list (conf/model/*_awq.yaml extend their bf16 base) means exactly what it means in a job.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 
-from vidcap_ko_files import ROOT
+from vidcap_ko.files import ROOT
 
 CONF_DIR = ROOT / "conf"  # the checkout's, or an installed package's copy
 

@@ -7,7 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
-from families import family_of_checkpoint
+from vidcap_ko.families import family_of_checkpoint
 
 # processor and tokenizer files copied unchanged next to the quantized weights
 SIDE_FILES = ("chat_template.jinja", "processor_config.json", "preprocessor_config.json",

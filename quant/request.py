@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from families import get_family
 from quant.errors import PlanError
 from quant.memory import frame_sizes_within, kept_video_tokens, video_text_tokens, vision_tokens
 from quant.schema import ModelSchema, preset_values
+from vidcap_ko.families import get_family
 
 REQUIRED_ARCH = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size")
 

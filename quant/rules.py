@@ -21,10 +21,10 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from families import get_family
 from quant.errors import PlanError
 from quant.schema import QuantSchema, keys
 from quant.tiers import Tier
+from vidcap_ko.families import get_family
 
 METHODS = ("none", "awq", "gptq", "nf4", "int8")
 PRIORITIES = ("quality", "memory")

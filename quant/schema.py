@@ -81,7 +81,7 @@ class GpuSchema:
 class ModelSchema:
     """A model preset (conf/model/*.yaml, or one caption-make-model writes)."""
     name: str = setting(MISSING, "the preset's name, as records give the model")
-    family: str = setting(MISSING, "the model family: prompt, processor, frame sizes (families/<family>.py)")
+    family: str = setting(MISSING, "the model family: prompt, processor, frame sizes (vidcap_ko/families/<family>.py)")
     path: str = setting(MISSING, "a local checkpoint folder or a hub id", path=True)
     dtype: str = setting(MISSING, "the weights' dtype; the tier may lower it")
     max_model_len: int = setting(MISSING, "the longest prompt + caption, in tokens")

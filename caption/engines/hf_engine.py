@@ -32,7 +32,7 @@ from typing import Iterable, Iterator
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text
 from caption.engines.hf_generate import RowLengths, static_cache
 from caption.engines.spec import EngineSpec
-from families import get_family
+from vidcap_ko.families import get_family
 
 
 def _with_adapters(model, adapters):

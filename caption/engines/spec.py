@@ -16,7 +16,7 @@ from caption.generation import SamplingSchema
 class EngineSpec:
     engine: str                       # vllm | hf | server, as the plan resolved it
     model_path: str                   # what to load: the plan's checkpoint (a quantized copy, where it chose one)
-    family: str                       # families/<family>.py: processor arguments, the transformers fix
+    family: str                       # vidcap_ko/families/<family>.py: processor arguments, the transformers fix
     stop: tuple[str, ...]             # generation stops at these strings (the family's)
     processor_kwargs: dict            # the family's, passed to its processor by both engines
     vllm: dict | None                 # the plan's keyword arguments for vllm.LLM (engine=vllm)

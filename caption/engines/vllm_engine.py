@@ -26,7 +26,7 @@ from caption.engines.vllm_fixes import (
     shutdown_llm,
 )
 from caption.outcome import EngineFailure
-from families import get_family
+from vidcap_ko.families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",

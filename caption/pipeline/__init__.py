@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from caption.pipeline.decode import DecodedClips
     from caption.pipeline.supervisor import EngineSupervisor
     from caption.summary import JobTally
-    from vidcap_ko_outputs.record import Record, RecordKey
+    from vidcap_ko.record import Record, RecordKey
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The record stage: a job's records, made here and nowhere else, from what the generate stage gives
 (caption/pipeline/generate.py): an engine's Result, or a Refusal (a clip that got no request). One
 JSON object per (video, task, adapter) — per (video, segment, task, adapter) for a video split into
-segments; the format's keys and what a reader may rely on are vidcap_ko_outputs/record.py's, which
+segments; the format's keys and what a reader may rely on are vidcap_ko/record.py's, which
 eval/ and the tools read too.
 
 Every record starts with `video`, then task, adapter, status (ok | error), caption, error, the model and
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from vidcap_ko_outputs.record import Record, RecordKey
+from vidcap_ko.record import Record, RecordKey
 
 if TYPE_CHECKING:
     from caption.config import JobConfig

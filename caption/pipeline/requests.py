@@ -15,7 +15,7 @@ from caption.admission import PositionLimits, refusal
 from caption.engines.base import Request, RequestStream
 from caption.pipeline.record import Refusal, record_keys
 from caption.prompts import build_prompt
-from vidcap_ko_outputs.record import RecordKey
+from vidcap_ko.record import RecordKey
 from video_io.decode import Clip
 from video_io.decoder_process import DecodeResult
 

@@ -9,7 +9,7 @@ from video_io.identity import StrPath
 
 if TYPE_CHECKING:
     from caption.summary import JobTally
-    from vidcap_ko_outputs.record import Record, RecordKey
+    from vidcap_ko.record import Record, RecordKey
 
 Todo = Sequence[tuple[str, StrPath]]  # (key: the clip's path relative to input_dir, path)
 

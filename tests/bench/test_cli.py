@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from bench.cli import BENCHMARKS
+from caption.bench.cli import BENCHMARKS
 from caption.config import REPO_ROOT
 
 ENV = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
@@ -21,13 +21,13 @@ ENV = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), 
 
 def test_caption_bench_is_an_installed_command_over_the_bench_package():
     meta = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["scripts"]["caption-bench"] == "bench.cli:main"
-    assert "bench*" in meta["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert not (REPO_ROOT / "scripts").exists(), "benchmarks live in bench/, training in training/, tools in tools/"
+    assert meta["project"]["scripts"]["caption-bench"] == "caption.bench.cli:main"
+    assert "caption*" in meta["tool"]["setuptools"]["packages"]["find"]["include"]  # caption/bench/ is installed
+    assert not (REPO_ROOT / "bench").exists(), "benchmarks live in caption/bench/, training and tools in scripts/"
 
 
 def test_help_lists_every_benchmark_with_its_one_line_description():
-    run = subprocess.run([sys.executable, "-m", "bench", "--help"], capture_output=True, text=True, env=ENV, timeout=60)
+    run = subprocess.run([sys.executable, "-m", "caption.bench", "--help"], capture_output=True, text=True, env=ENV, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("usage: caption-bench")
     help_text = " ".join(run.stdout.split())
@@ -40,8 +40,8 @@ def test_help_lists_every_benchmark_with_its_one_line_description():
 
 
 def test_the_caption_job_runs_in_the_harness_alone():
-    """"Run `caption` in a subprocess and read its summary" is one function (bench.harness.run_caption)."""
-    copies = [path.name for path in (REPO_ROOT / "bench").glob("*.py")
+    """"Run `caption` in a subprocess and read its summary" is one function (caption.bench.harness.run_caption)."""
+    copies = [path.name for path in (REPO_ROOT / "caption" / "bench").glob("*.py")
               if '"-m", "caption"' in path.read_text(encoding="utf-8")]
     assert copies == ["harness.py"]
 
@@ -50,7 +50,7 @@ def test_the_caption_job_runs_in_the_harness_alone():
 def test_the_harness_runs_the_real_job_and_writes_stamped_results(tmp_path, synth_dir):
     from PIL import Image
 
-    from bench.harness import bars, run_caption, write_results
+    from caption.bench.harness import bars, run_caption, write_results
 
     clips = tmp_path / "clips"
     clips.mkdir()
@@ -77,7 +77,7 @@ def test_the_harness_runs_the_real_job_and_writes_stamped_results(tmp_path, synt
 
 def test_gpu_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
     no_gpu = ENV | {"PATH": str(tmp_path)}  # no nvidia-smi on it, whatever this machine has
-    run = subprocess.run([sys.executable, "-m", "bench", "gpu", "--out", str(tmp_path / "report")],
+    run = subprocess.run([sys.executable, "-m", "caption.bench", "gpu", "--out", str(tmp_path / "report")],
                          capture_output=True, text=True, env=no_gpu, timeout=60)
     assert run.returncode == 2, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
@@ -86,7 +86,7 @@ def test_gpu_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
 
 
 def test_decode_on_nvdec_without_a_gpu_stops_in_one_line_with_status_2(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "bench", "decode", "--backend", "nvdec", "--out", str(tmp_path / "d")],
+    run = subprocess.run([sys.executable, "-m", "caption.bench", "decode", "--backend", "nvdec", "--out", str(tmp_path / "d")],
                          capture_output=True, text=True, env=ENV, timeout=120)
     assert run.returncode == 2, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
@@ -99,7 +99,7 @@ def test_gpu_runs_with_what_is_installed_and_says_what_it_skipped(tmp_path):
     installed package has no tests to run; the report names the driver and the versions."""
     import argparse
 
-    from bench import gpu
+    from caption.bench import gpu
 
     args = argparse.Namespace(skip=["decode"], out=tmp_path, n=8, tier="h100")
     versions = {"gpus": ["NVIDIA H200, 580.159.04, 143771 MiB"], "torch": "2.11.0+cu130", "transformers": "5.17.0",
@@ -125,7 +125,7 @@ def test_the_gpu_steps_without_vllm_ask_for_transformers(tmp_path, monkeypatch):
     """The commands each step would run, recorded instead of run (the steps themselves need a GPU)."""
     import argparse
 
-    from bench import gpu
+    from caption.bench import gpu
 
     ran = []
     monkeypatch.setattr(gpu, "bench_step", lambda name, arguments, out: ran.append((name, arguments)) or {})

@@ -1,4 +1,4 @@
-"""bench/server.py server_process, with plain processes in place of vLLM: it waits for the server's
+"""caption/bench/server.py server_process, with plain processes in place of vLLM: it waits for the server's
 /models, says why a server never answered (its log's tail), and leaves no process of the group behind."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.server import ServerDidNotStart, server_process
+from caption.bench.server import ServerDidNotStart, server_process
 
 
 def _free_port() -> int:

@@ -31,10 +31,10 @@ BIN = Path(sys.executable).parent  # where the console scripts are: argv[0] as e
 COMMANDS = {  # pyproject.toml [project.scripts]
     "caption": "caption.cli:main",
     "caption-meteor": "eval.cli:main",
-    "caption-report": "caption_report.cli:main",
-    "caption-export": "caption_export.cli:main",
+    "caption-report": "caption.report.cli:main",
+    "caption-export": "caption.export.cli:main",
     "caption-synth": "video_io.synth.cli:main",
-    "caption-bench": "bench.cli:main",
+    "caption-bench": "caption.bench.cli:main",
 }
 
 

@@ -3,7 +3,7 @@
 import os
 import time
 
-from caption_report.thumbs import make_thumbnails
+from caption.report.thumbs import make_thumbnails
 
 
 def hang_or_crash_on_name(job, max_side, quality):

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_twenty_damaged_clips_end_as_twenty_records(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "bench", "chaos", "--n", "20", "--seed", "3",
+    run = subprocess.run([sys.executable, "-m", "caption.bench", "chaos", "--n", "20", "--seed", "3",
                           "--out", str(tmp_path), "--time-limit", "600"],
                          capture_output=True, text=True, timeout=900,
                          env=os.environ | {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"})

@@ -123,7 +123,7 @@ def test_hub_ids_are_accepted_without_touching_the_hub(compose_config, synth_dir
 @pytest.mark.parametrize("preset,multiple", [("vidcap_ko_tiny", 28), ("qwen3_vl_8b", 32), ("llava_next_video_7b", 14)])
 def test_frame_sides_are_multiples_of_what_the_family_patches(compose_config, preset, multiple):
     """Patch x merge for Qwen (14 x 2, 16 x 2), the CLIP patch for LLaVA-NeXT-Video: from the family
-    (families/<family>.py size_multiple), unless video.size_multiple names one."""
+    (vidcap_ko/families/<family>.py size_multiple), unless video.size_multiple names one."""
     job = load_job_config(compose_config(["plan_only=true", f"model={preset}"]))
     assert job.decode.size_multiple == multiple
     forced = load_job_config(compose_config(["plan_only=true", f"model={preset}", "video.size_multiple=56"]))

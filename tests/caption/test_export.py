@@ -20,11 +20,11 @@ import srt
 import webvtt
 
 from caption.config import REPO_ROOT
+from caption.export.cli import main as export_main
+from caption.export.cues import MIN_CUE_S
+from caption.export.tables import NAMES
 from caption.pipeline.record import base_record
-from caption_export.cli import main as export_main
-from caption_export.cues import MIN_CUE_S
-from caption_export.tables import NAMES
-from vidcap_ko_outputs.exit_status import EXIT_USAGE, EXIT_WRITE_FAILED
+from vidcap_ko.exit_status import EXIT_USAGE, EXIT_WRITE_FAILED
 
 JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[], foreign_footage=None, adapters=(),
                       settings_ids=defaultdict(lambda: "3f0c9a1b27de"),
@@ -250,15 +250,15 @@ def test_a_full_or_read_only_disk_is_one_line_exit_5_and_leaves_no_file(capsys, 
 
 
 def test_the_console_entry(tmp_path, records_file):
-    """`caption-export` is declared, and `python -m caption_export` runs the same main."""
+    """`caption-export` is declared, and `python -m caption.export` runs the same main."""
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert scripts["caption-export"] == "caption_export.cli:main"
+    assert scripts["caption-export"] == "caption.export.cli:main"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", "caption_export", str(records_file), "--format", "vtt"],
+    done = subprocess.run([sys.executable, "-m", "caption.export", str(records_file), "--format", "vtt"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("caption-export: wrote 2 WebVTT file(s), 4 cue(s)")
     assert webvtt.read(str(tmp_path / "captions-vtt" / "beach" / "waves.vtt"))[0].text == "파도가 모래사장으로 밀려온다."
-    missing = subprocess.run([sys.executable, "-m", "caption_export", str(tmp_path / "nope.jsonl"), "--format", "csv"],
+    missing = subprocess.run([sys.executable, "-m", "caption.export", str(tmp_path / "nope.jsonl"), "--format", "csv"],
                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert missing.returncode == EXIT_USAGE and "Traceback" not in missing.stderr and "nope.jsonl" in missing.stderr

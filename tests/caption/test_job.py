@@ -133,7 +133,7 @@ def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
     summary = json.loads((tmp_path / "out.jsonl.summary.json").read_text())
     assert any(said in w for w in summary["plan_warnings"])
     page = tmp_path / "page.html"
-    from caption_report.cli import main as report_main
+    from caption.report.cli import main as report_main
 
     assert report_main([str(out), "--out", str(page), "--workers", "0"]) == 0
     dom = dump_dom(page, tmp_path / "chromium")

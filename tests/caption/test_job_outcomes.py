@@ -19,7 +19,7 @@ import pytest
 from caption.outcome import EngineDied
 from tests.caption.in_process import run_caption
 from tests.caption.processes import HELD, hold_a_decoder
-from vidcap_ko_outputs.exit_status import (
+from vidcap_ko.exit_status import (
     EXIT_ENGINE_DIED,
     EXIT_FAILED_RECORDS,
     EXIT_INPUT_GONE,
@@ -405,7 +405,7 @@ def test_a_model_that_does_not_load_for_a_missing_torchvision_says_which_build_t
     from importlib.metadata import version
 
     from caption.config import REPO_ROOT
-    from vidcap_ko_setup.torchvision_shim import install_line
+    from vidcap_ko.torchvision_shim import install_line
 
     done = subprocess.run([sys.executable, "-c", HIDE_TORCHVISION_AND_LOAD, f"input_dir={synth_dir}",
                            f"output={tmp_path / 'o.jsonl'}", "engine=hf"], capture_output=True, text=True,
@@ -420,10 +420,10 @@ def test_a_model_that_does_not_load_for_a_missing_torchvision_says_which_build_t
 
 
 def test_the_torchvision_to_install_is_the_one_built_for_the_torch_there():
-    from vidcap_ko_setup.torchvision_shim import install_line
+    from vidcap_ko.torchvision_shim import install_line
 
     assert install_line("2.13.0+cpu") == ("pip install --no-deps 'torchvision==0.28.*' && "
-                                          "python -m vidcap_ko_setup.torchvision_shim install")
+                                          "python -m vidcap_ko.torchvision_shim install")
     assert install_line("2.11.0+cu130") == ("pip install --no-deps 'torchvision==0.26.*' "
                                             "--index-url https://download.pytorch.org/whl/cu130")
     assert install_line("2.12.1") == "pip install --no-deps 'torchvision==0.27.*'"

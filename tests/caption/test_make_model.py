@@ -21,9 +21,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from caption.config import CONF_DIR, REPO_ROOT
+from caption.make_model import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
+from caption.make_model.common import is_embedding, meta_model, release_tensors
 from caption.prompts import build_prompt
-from caption_make_model import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
-from caption_make_model.common import is_embedding, meta_model, release_tensors
 
 GREEDY_TOKENS = 16
 FRAME_SIDE = 64  # tiny frames keep both engines small
@@ -192,7 +192,7 @@ def test_shapes_without_numbers_are_refused_in_one_line(tmp_path):
     with pytest.raises(MakeModelError, match="no preset conf/model/qwen3_vl_3b.yaml"):
         make_checkpoint("qwen3_vl", "3b", tmp_path / "x")
     assert not (tmp_path / "x").exists()
-    run = subprocess.run([sys.executable, "-m", "caption_make_model", "--family", "llava_next_video", "--shape",
+    run = subprocess.run([sys.executable, "-m", "caption.make_model", "--family", "llava_next_video", "--shape",
                           "3b", "--out", str(tmp_path / "y")], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
     assert run.returncode == 2
@@ -232,7 +232,7 @@ def _transformers_run(folder: Path, prompt: str, clip):
     from transformers import AutoModelForImageTextToText, AutoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from families.qwen2_5_vl import transformers_fix
+    from vidcap_ko.families.qwen2_5_vl import transformers_fix
 
     transformers_fix()  # Qwen2.5-VL positions as vLLM computes them (what the project's HF engine runs)
     processor = AutoProcessor.from_pretrained(folder)
@@ -313,8 +313,8 @@ def test_each_family_captions_through_the_job_on_both_engines(family, tiny_model
 
     from caption.job import run_job
     from caption.planning import load_planned_job
-    from families import get_family
     from quant.memory import vision_tokens
+    from vidcap_ko.families import get_family
     from video_io.decode import decode_clip
 
     [preset] = (tiny_models[family] / "vidcap_preset" / "model").glob("*.yaml")

@@ -16,7 +16,7 @@ import pytest
 from caption.records import OutputRefused
 from tests.caption.in_process import run_caption, run_command
 from tests.support.s3_server import SECRET, fault_proxy, folder_files, free_port, guarded_s3_server
-from vidcap_ko_outputs.exit_status import EXIT_INPUT_GONE, EXIT_OK, EXIT_USAGE
+from vidcap_ko.exit_status import EXIT_INPUT_GONE, EXIT_OK, EXIT_USAGE
 
 pytestmark = pytest.mark.slow  # jobs that generate
 

@@ -6,8 +6,8 @@ import pytest
 from transformers import AutoProcessor
 
 from caption.prompts import INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
-from families import FAMILIES
-from vidcap_ko_outputs.record import TASKS
+from vidcap_ko.families import FAMILIES
+from vidcap_ko.record import TASKS
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -39,5 +39,5 @@ def test_unknown_family_and_task_name_the_choices():
 
 
 def test_every_task_of_the_record_format_has_an_instruction():
-    # a record's `task` (vidcap_ko_outputs/record.py TASKS, what eval/ and the tools read) is a named instruction
+    # a record's `task` (vidcap_ko/record.py TASKS, what eval/ and the tools read) is a named instruction
     assert tuple(INSTRUCTIONS_KO) == TASKS

@@ -16,7 +16,7 @@ import pytest
 
 from tests.caption.in_process import run_caption, run_command
 from tests.caption.processes import HELD, hold_a_decoder
-from vidcap_ko_outputs.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
+from vidcap_ko.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from video_io.identity import compare, file_identity, fingerprint
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from caption_report.cli import main as report_main
-from caption_report.thumbs import ThumbJob, run_thumbnails
+from caption.report.cli import main as report_main
+from caption.report.thumbs import ThumbJob, run_thumbnails
 from eval.cli import score_files
 from eval.meteor import meteor_score
 from tests.caption.browser import dump_dom, screenshot

@@ -10,7 +10,7 @@ import pytest
 from caption.config import ConfigError
 from caption.planning import load_planned_job
 from caption.terminal import print_plan
-from families import get_family
+from vidcap_ko.families import get_family
 
 STOP = get_family("qwen2_5_vl").stop
 

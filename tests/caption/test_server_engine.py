@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.server import server_process
+from caption.bench.server import server_process
 from caption.config import REPO_ROOT
 from tests.caption.in_process import run_caption, run_command
-from vidcap_ko_outputs.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
+from vidcap_ko.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
 from video_io.identity import file_identity
 
 pytestmark = pytest.mark.slow

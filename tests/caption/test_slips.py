@@ -12,7 +12,7 @@ import pytest
 
 from caption.schema import documented_keys
 from tests.caption.in_process import run_caption
-from vidcap_ko_outputs.exit_status import EXIT_USAGE
+from vidcap_ko.exit_status import EXIT_USAGE
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 

@@ -157,7 +157,7 @@ def test_clean_caption_removes_what_cannot_be_text():
 
 
 def test_the_review_page_shows_flagged_captions_and_the_jobs_warnings(tmp_path):
-    from caption_report.cli import main as report_main
+    from caption.report.cli import main as report_main
     from tests.caption.browser import dump_dom
 
     warning = "vidcap-ko-tiny knows only caption-synth clips: on this folder its captions will be nonsense."
@@ -186,7 +186,7 @@ def test_an_output_holding_two_settings_reads_true(compose_config, two_clips_wit
     import csv
     import os
 
-    from caption_export.cli import main as export_main
+    from caption.export.cli import main as export_main
 
     folder, out = two_clips_with_references, tmp_path / "o.jsonl"
     base = [f"input_dir={folder}", f"output={out}", "progress=false", "video.workers=0"]

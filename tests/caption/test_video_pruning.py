@@ -15,8 +15,8 @@ import pytest
 
 from caption.config import ConfigError
 from caption.job import run_job
+from caption.make_model import make_checkpoint
 from caption.planning import load_planned_job
-from caption_make_model import make_checkpoint
 from quant.memory import kept_video_tokens
 
 SIDE = 56  # the embedded model's frame size: exact, so the plan's count is the clip's, not a bound

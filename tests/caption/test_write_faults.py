@@ -23,8 +23,8 @@ import pytest
 from caption.record_store import RecordStore
 from caption.summary import save_summary
 from tests.caption.in_process import run_caption
-from vidcap_ko_outputs.exit_status import EXIT_WRITE_FAILED
-from vidcap_ko_outputs.writing import WriteFailed, check_writable
+from vidcap_ko.exit_status import EXIT_WRITE_FAILED
+from vidcap_ko.writing import WriteFailed, check_writable
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}

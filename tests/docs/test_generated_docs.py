@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 from caption.config import CONF_DIR, REPO_ROOT
-from tools.docsgen import build
-from tools.docsgen.record import record
+from scripts.docsgen import build
+from scripts.docsgen.record import record
 
 
 def test_generated_docs_are_current():
@@ -70,7 +70,7 @@ def test_a_headline_the_results_no_longer_hold_fails_by_name(tmp_path):
 
 
 def test_record_files_a_benchmark_run_with_its_tables(tmp_path):
-    from bench.harness import write_results
+    from caption.bench.harness import write_results
 
     lines = ["Speed of something\n", "| setting | videos/s |", "|---|---|", "| a | 1.50 |", "| b \\| c | 2.25 |"]
     stamp = write_results(tmp_path / "run", "prune", {"speed": [1.5, 2.25]}, lines, title="a test run")

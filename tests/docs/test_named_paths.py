@@ -23,7 +23,7 @@ EXTENSIONS = ("py", "md", "yaml", "yml", "json", "jsonl", "toml", "sh", "txt", "
               "jinja", "csv")
 PATH_CHARS = r"[\w./\-*{}<>$~+]"  # placeholder marks included, so that a placeholder path is one token
 # a name standing for many files or for one not known yet: conf/gpu/<tier>.yaml, conf/model/*.yaml,
-# families/{family}.py, $OUT/..., caption/.../x.py
+# vidcap_ko/families/{family}.py, $OUT/..., caption/.../x.py
 PLACEHOLDER = re.compile(r"[<>*{}$~]|\.\.\.")
 LINK = re.compile(r"\]\(\s*<?([^)\s>]*)")
 
@@ -98,7 +98,7 @@ def broken_links(name: str, text: str) -> set[str]:
 def test_the_pattern_finds_this_repositorys_paths_only():
     line = ("caption/runners/ray.py (`docs/robustness.md`), ./tests/caption/test_runner_ray.py; conf/gpu/h100.yaml: "
             "transformers/video_utils.py vllm/multimodal/media/video.py /work/main/caption/job.py "
-            "conf/gpu/<tier>.yaml conf/model/*.yaml families/{family}.py caption/engines/ [x](assets/clip-path.svg)")
+            "conf/gpu/<tier>.yaml conf/model/*.yaml vidcap_ko/families/{family}.py caption/engines/ [x](assets/clip-path.svg)")
     assert named_paths(line) == {"caption/runners/ray.py", "docs/robustness.md", "tests/caption/test_runner_ray.py",
                                  "conf/gpu/h100.yaml"}
     assert named_paths("job's runner spreads clips over (caption/runner_ray.py).") == {"caption/runner_ray.py"}

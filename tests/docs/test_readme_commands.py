@@ -106,11 +106,11 @@ def test_readme_command_runs_as_written(command, tmp_path):
 
         check_parser(build_parser, args)
     elif program == "caption-report":
-        from caption_report.cli import build_parser
+        from caption.report.cli import build_parser
 
         check_parser(build_parser, args)
     elif program == "caption-bench":
-        from bench.cli import parser
+        from caption.bench.cli import parser
 
         check_parser(parser, args)
     elif program == "make":

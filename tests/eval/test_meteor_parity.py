@@ -1,6 +1,6 @@
 """Parity with meteor-1.5.jar on golden files (no Java needed to run these).
 
-The golden files were produced by ``python -m tools.make_meteor_golden`` from the
+The golden files were produced by ``python -m scripts.make_meteor_golden`` from the
 jar in ``-stdio`` mode:
 * ``meteor_other.json``: ``-l other`` (the setting used for Korean);
 * ``meteor_other_fw.json``: ``-l other -p "0.85 0.2 0.6 0.75" -w 0.8`` with a

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from families.common.qwen2_5_vl_positions import patch_transformers, reference_rope_index
+from vidcap_ko.families.common.qwen2_5_vl_positions import patch_transformers, reference_rope_index
 
 
 def _model(tokens_per_second=25):

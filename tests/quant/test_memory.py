@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from families import qwen3_vl
-from families.common.qwen import smart_resize
 from quant import memory
 from quant.memory import GB, GIB
 from quant.presets import load_model
+from vidcap_ko.families import qwen3_vl
+from vidcap_ko.families.common.qwen import smart_resize
 
 
 def test_kv_cache_matches_the_design_documents_worked_numbers():

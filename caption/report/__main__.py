@@ -1,0 +1,5 @@
+import sys
+
+from caption.report.cli import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from caption_export.cli import main
-
-sys.exit(main())

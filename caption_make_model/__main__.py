@@ -1,4 +1,0 @@
-from caption_make_model.cli import main
-
-if __name__ == "__main__":
-    main()

@@ -1,2 +1,0 @@
-"""Developer tools: set-up (setup.sh, install_debian_packages.sh) and the METEOR golden files
-(`python -m tools.make_meteor_golden`, from the repository root). Not part of the installed package."""
