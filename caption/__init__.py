@@ -13,19 +13,19 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name == "ConfigError":
-        from caption.config import ConfigError
+        from caption.settings.config import ConfigError
 
         return ConfigError
     if name == "OutputRefused":  # an output the job will not write (a user's file, other settings, changed clips)
-        from caption.records import OutputRefused
+        from caption.output.checks import OutputRefused
 
         return OutputRefused
     if name == "EngineDidNotLoad":  # the model did not load: its folder and the library's reason
-        from caption.outcome import EngineDidNotLoad
+        from caption.summary.outcome import EngineDidNotLoad
 
         return EngineDidNotLoad
     if name == "OutputBusy":  # another job writes the output
-        from caption.output_lock import OutputBusy
+        from caption.output.lock import OutputBusy
 
         return OutputBusy
     raise AttributeError(f"module 'caption' has no attribute {name!r}")

@@ -18,7 +18,7 @@ sampling...) loads that engine, so each record's settings are the ones that made
 A script needs no `if __name__ == "__main__":` guard: the decoder processes (and vLLM's engine
 process) never run the caller's script again (video_io/decoder_process.py main_script_hidden). Library
 output (vLLM, transformers) goes to `log` (default: <output>.log) unless `verbose=True`, only while
-the library runs: between records the caller's prints reach its terminal (caption/console.py
+the library runs: between records the caller's prints reach its terminal (caption/summary/console.py
 quiet_steps). Ctrl-C stops the job cleanly and raises KeyboardInterrupt once the summary is written.
 """
 
@@ -33,9 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from caption.config import CONF_DIR, ConfigError
-from caption.overrides import hydra_quote, paths_as_typed
-from caption.unread import check_settings_read
+from caption.settings.config import CONF_DIR, ConfigError
+from caption.settings.overrides import hydra_quote, paths_as_typed
+from caption.settings.unread import check_settings_read
 from video_io.store import is_url
 
 _PLAIN = re.compile(r"^[\w./:@+-]+$", re.ASCII)  # values Hydra's override grammar takes unquoted
@@ -59,7 +59,7 @@ def _value(value) -> str:
 
 def overrides_of(settings: dict, overrides: Iterable[str] = ()) -> list[str]:
     """Keyword settings (`video__num_frames=16`) and override strings as the command's overrides (a
-    path in an override string as the command takes it: caption/overrides.py)."""
+    path in an override string as the command takes it: caption/settings/overrides.py)."""
     return [f"{key.replace('__', '.')}={_value(value)}" for key, value in settings.items()] + \
         paths_as_typed(list(overrides))
 
@@ -84,7 +84,7 @@ def compose_config(overrides: list[str]):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from caption.help import explain_composition_error
+    from caption.settings.help import explain_composition_error
 
     try:
         if GlobalHydra.instance().is_initialized():  # called from inside a Hydra app: compose in its context
@@ -128,7 +128,7 @@ def _videos(videos) -> tuple[Path | str, list[tuple[str, str]] | None]:
 def _ctrl_c_stops_the_job():
     """Ctrl-C during a call: the job stops as the command's does (records kept, the summary written, even
     while it closes down), then KeyboardInterrupt reaches the caller. Only the main thread gets signals."""
-    from caption.outcome import interrupts
+    from caption.summary.outcome import interrupts
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -148,7 +148,7 @@ def _ctrl_c_stops_the_job():
 
 def _quiet(log: Path) -> None:
     """Library output to `log` from now until console.restore(); a log that cannot be written: WriteFailed."""
-    from caption.console import console
+    from caption.summary.console import console
     from vidcap_ko.writing import writing
 
     with writing(log, "log file", setting="log"):
@@ -189,7 +189,7 @@ class Captioner:
         Settings given here apply to this call (the Captioner's own, then these); where they need
         another engine (another model, adapter set, dtype, quantization, engine option, sampling...),
         the loaded one is closed and that one loaded, so every record says the settings that made it."""
-        from caption.console import quiet_steps
+        from caption.summary.console import quiet_steps
 
         folder, pairs = _videos(videos)
         extra = overrides_of(settings)
@@ -210,7 +210,7 @@ class Captioner:
     def _job(self, cfg, pairs, given: list[str]):
         """One call's job, its engine first (loading it is part of the quiet steps)."""
         from caption.job import job_records
-        from caption.outcome import interrupts
+        from caption.summary.outcome import interrupts
 
         interrupts.received = False
         engine = self._engine_for(cfg, given)

@@ -1,5 +1,5 @@
 """`caption`: the Hydra entry point. Compose the config, run the job, report, exit with a status a
-scheduler can use (caption/outcome.py lists them; docs/robustness.md too).
+scheduler can use (caption/summary/outcome.py lists them; docs/robustness.md too).
 
     caption input_dir=clips/ output=captions.jsonl [engine=hf] [video=fps] [gpu=cpu]
 
@@ -17,8 +17,8 @@ import traceback
 
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
-from caption.console import console
-from caption.outcome import JobInterrupted, interrupts
+from caption.summary.console import console
+from caption.summary.outcome import JobInterrupted, interrupts
 from vidcap_ko.exit_status import (
     EXIT_BUG,
     EXIT_ENGINE_DIED,
@@ -34,7 +34,7 @@ LOG_FILE = "caption.log"  # in the run's folder: everything the terminal does no
 
 
 def _on_signal(signum, frame) -> None:
-    terminal = console.err.fileno()  # fd 2 may be the log by now (caption/console.py)
+    terminal = console.err.fileno()  # fd 2 may be the log by now (caption/summary/console.py)
     if interrupts.received:  # the second one: the user means it
         os.write(terminal, b"\ncaption: interrupted again, exiting now\n")
         os._exit(EXIT_INTERRUPTED)
@@ -51,12 +51,12 @@ def install_signal_handlers() -> None:
 
 def _job(cfg) -> float | None:
     """The Hydra task: one job (one of a sweep's), from its composed config to its exit status."""
-    from caption.config import ConfigError
     from caption.job import run_job
-    from caption.output_lock import OutputBusy
-    from caption.records import OutputRefused
+    from caption.output.checks import OutputRefused
+    from caption.output.lock import OutputBusy
+    from caption.settings.config import ConfigError
+    from caption.settings.unread import task_overrides
     from caption.sweep import in_multirun, run_dir
-    from caption.unread import task_overrides
     from vidcap_ko.writing import WriteFailed, writing
     from video_io.store import StoreError
 
@@ -100,8 +100,8 @@ def _job(cfg) -> float | None:
 
 def main() -> None:
     if {"--help", "-h"} & set(sys.argv[1:]):  # ours, from the schema and the presets (Hydra's: --hydra-help)
-        from caption.config import CONF_DIR
-        from caption.help import help_text
+        from caption.settings.config import CONF_DIR
+        from caption.settings.help import help_text
 
         sys.stdout.write(help_text(CONF_DIR))
         return
@@ -122,11 +122,11 @@ def _compose_and_run() -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from caption.config import CONF_DIR
-    from caption.overrides import paths_as_typed
+    from caption.settings.config import CONF_DIR
+    from caption.settings.overrides import paths_as_typed
     from vidcap_ko.writing import WriteFailed
 
-    sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/overrides.py)
+    sys.argv[1:] = paths_as_typed(sys.argv[1:])  # `"input_dir=/data/내 영상"` as typed (caption/settings/overrides.py)
     app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)
     try:
         app()
@@ -134,7 +134,7 @@ def _compose_and_run() -> None:
         print(f"caption: {exc}", file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
     except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
-        from caption.help import explain_composition_error
+        from caption.settings.help import explain_composition_error
 
         print(f"caption: invalid config: {explain_composition_error(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)

@@ -3,11 +3,11 @@ run them (decode, generate, write each record as it comes) -> summarize.
 
 Where decoding and generation run is the runner's business (caption/runners/: this machine, or a Ray
 cluster); what turns decoded clips into records is the pipeline's (caption/pipeline/); the records file
-is caption/record_store.py's (checked by caption/records.py), the summary caption/summary.py's. One job
-writes an output at a time (caption/output_lock.py). Records are keyed by clip path, name the file they
-were made from (caption/sources.py) and are written the moment each arrives, so a stopped job resumes
+is caption/output/records_file.py's (checked by caption/output/checks.py), the summary caption/summary/tally.py's. One job
+writes an output at a time (caption/output/lock.py). Records are keyed by clip path, name the file they
+were made from (caption/output/provenance.py) and are written the moment each arrives, so a stopped job resumes
 without losing or repeating one. However the job ends (done, interrupted, engine dead, fail_fast, a disk
-that refused a record), the records are flushed and the summary says how; `caption.outcome.exit_status`
+that refused a record), the records are flushed and the summary says how; `caption.summary.outcome.exit_status`
 turns that into the exit status.
 """
 
@@ -19,19 +19,10 @@ from typing import Any, Generator, Iterable, Iterator, Sequence
 
 from omegaconf import DictConfig
 
-from caption.config import JobConfig, load_job_config
-from caption.console import console
 from caption.engines.base import Engine
-from caption.outcome import FailFast, interrupts, stops_recorded
-from caption.output_lock import OutputLock
-from caption.pipeline.record import record_keys
-from caption.planning import plan_job
-from caption.record_store import RecordStore
-from caption.records import check_output, check_settings, check_summary
-from caption.runners import make_runner
-from caption.runners.base import Runner
-from caption.scoring import check_references
-from caption.sources import (
+from caption.output.checks import check_output, check_settings, check_summary
+from caption.output.lock import OutputLock
+from caption.output.provenance import (
     InputFolder,
     SourceIdentities,
     changed_files,
@@ -39,15 +30,24 @@ from caption.sources import (
     made_from_another_file,
     refuse_changed,
 )
-from caption.summary import JobTally, finish, report_plan, reset_peak_rss
-from caption.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
-from caption.unread import check_settings_read
+from caption.output.records_file import RecordStore
+from caption.pipeline.record import record_keys
+from caption.planning import plan_job
+from caption.runners import make_runner
+from caption.runners.base import Runner
+from caption.scoring import check_references
+from caption.settings.config import JobConfig, load_job_config
+from caption.settings.unread import check_settings_read
+from caption.summary.console import console
+from caption.summary.outcome import FailFast, interrupts, stops_recorded
+from caption.summary.tally import JobTally, finish, report_plan, reset_peak_rss
+from caption.summary.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
 from vidcap_ko.record import Record, record_key
 from vidcap_ko.writing import WriteFailed, check_writable, writing
 from video_io.crawl import crawl_videos
 
 Videos = Sequence[tuple[str, Path | str]]  # (key: the clip's path relative to input_dir, path or object URL)
-Summary = dict[str, Any]  # <output>.summary.json (caption/summary.py)
+Summary = dict[str, Any]  # <output>.summary.json (caption/summary/tally.py)
 
 
 def run_job(cfg: DictConfig, engine: Engine | None = None, videos: Videos | None = None,
@@ -55,7 +55,7 @@ def run_job(cfg: DictConfig, engine: Engine | None = None, videos: Videos | None
     """Run the job `cfg` describes; returns the summary (its `exit_status` is the process's).
     `engine`: an already loaded engine to reuse (it stays open), e.g. across jobs in one process.
     `videos`: the clips to caption instead of crawling input_dir (the Python API's file lists).
-    `given`: the overrides the user gave, each checked to be read by this job (caption/unread.py)."""
+    `given`: the overrides the user gave, each checked to be read by this job (caption/settings/unread.py)."""
     records = job_records(cfg, engine, videos, given)
     while True:
         try:
@@ -75,7 +75,7 @@ def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | 
     if job.options.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
     check_references(job)  # a references file METEOR could not read: said now, not after the captions
-    lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output_lock.py)
+    lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output/lock.py)
     try:
         return (yield from _locked_job(job, engine, videos, lock))
     finally:
@@ -154,7 +154,7 @@ def check_outputs(job: JobConfig) -> OutputLock:
 
 def _check_sources(job: JobConfig, found: Videos, store: RecordStore, tally: JobTally) -> None:
     """Records made from another file than the one found under their name: refused in one line, or with
-    recaption_changed=true captioned anew (caption/sources.py)."""
+    recaption_changed=true captioned anew (caption/output/provenance.py)."""
     changed = changed_files(job.files().input_dir, found, store)
     captioned = {video for video, *_ in store.ok}
     # a file whose records are all errors is simply captioned again (a broken clip re-exported in its place);
@@ -186,7 +186,7 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
 
 def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[Record]:
     """Start the runner and write each record it gives as it comes (yielding it), with the identity of
-    the file it was made from (as its decoder read it: caption/sources.py)."""
+    the file it was made from (as its decoder read it: caption/output/provenance.py)."""
     sources = SourceIdentities(job.files().input_dir, todo)
     manifest = job.files().manifest
     extras = manifest.extras if manifest is not None else {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from caption.option import ConfigError
+from caption.settings.option import ConfigError
 from video_io.store import StoreError, fetched_copy, is_url
 
 URI_COLUMNS = ("uri", "path", "url")  # the first one the table has names the videos

@@ -12,12 +12,12 @@ import dataclasses
 import os
 from pathlib import Path
 
-from caption.config import ConfigError, ForeignFootage, JobConfig, load_job_config
 from caption.engines.spec import EngineSpec
-from caption.fingerprint import adapter_identities, job_settings
-from caption.generation import sampling_warnings
+from caption.output.fingerprint import adapter_identities, job_settings
+from caption.output.settings_ids import SettingsIds
 from caption.prompts import instruction_text
-from caption.settings_ids import SettingsIds
+from caption.settings.config import ConfigError, ForeignFootage, JobConfig, load_job_config
+from caption.settings.generation import sampling_warnings
 from caption.sweep import in_multirun
 from quant.devices import detect_devices, resolve_tier, tier_not_here
 from quant.errors import PlanError
@@ -226,7 +226,7 @@ def engine_spec(job: JobConfig) -> EngineSpec:
 
 
 def _frame_pixels(d: DecodeSpec) -> int:
-    """The most pixels a decoded frame has: an exact size, else the pixel budget, which caption/config.py
+    """The most pixels a decoded frame has: an exact size, else the pixel budget, which caption/settings/config.py
     _decode gives every job that sets no exact size (video.max_pixels, or the model preset's frame size)."""
     if d.width and d.height:
         return d.width * d.height

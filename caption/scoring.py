@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +18,9 @@ def check_references(job: JobConfig, warn: bool = True) -> None:
     Named by `references=`: ConfigError in one line. Found as <input_dir>/references.jsonl (auto): a
     warning, since the job's captions do not need it and the file is read only at the end (mended
     meanwhile, it is scored); `warn=False` leaves the warning to a later call."""
-    from caption.config import ConfigError
-    from caption.console import console
-    from eval.records import InputError, read_references
+    from caption.settings.config import ConfigError
+    from caption.summary.console import console
+    from eval.inputs import InputError, read_references
     from eval.scope import BASE_FIELD, SCORED_TASK
 
     path = job.files().references
@@ -48,7 +48,7 @@ def score_captions(job: JobConfig) -> dict:
     `meteor`, `meteor_n`, `meteor_missing`, `meteor_errors`, `meteor_field` for the base model, the same
     with `[<adapter>]` for an adapter, and all of them in `meteor_scores` (one entry per variant). Where
     nothing can be scored, `meteor_error` says why."""
-    from eval.records import NONE_LABEL, InputError, read_predictions
+    from eval.inputs import NONE_LABEL, InputError, read_predictions
     from eval.scope import scope_of, score_scope
 
     scores, entries = {}, []

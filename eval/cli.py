@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-from eval.records import InputError, read_predictions
+from eval.inputs import InputError, read_predictions
 from eval.scope import scope_of, score_scope
 from eval.tokenize_ko import TOKENIZERS
 from vidcap_ko.exit_status import EXIT_WRITE_FAILED

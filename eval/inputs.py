@@ -48,7 +48,7 @@ class Prediction:
     adapter: str = NONE_LABEL
     task: str = NONE_LABEL
     extra: dict = field(default_factory=dict)
-    settings_id: str | None = None  # how the caption job made it (caption/fingerprint.py); None in older files
+    settings_id: str | None = None  # how the caption job made it (caption/output/fingerprint.py); None in older files
     span: Span | None = None  # a segment's caption (its start_s, end_s); None: the whole clip's
     references_field: str | None = None  # the references list its adapter declares (eval/scope.py)
 
@@ -156,7 +156,7 @@ def read_references(path: Path, field_name: str = "references",
 def read_predictions(path: Path) -> list[Prediction]:
     """Caption job output: ``{"video", "caption", "status": ok|error, "error", ...}``. Where two lines are
     one caption (video, task, adapter, settings, segment: a retried clip's old error and its new record,
-    while the job runs or after it was stopped before tidying; caption/record_store.py), the later counts."""
+    while the job runs or after it was stopped before tidying; caption/output/records_file.py), the later counts."""
     preds = _read_predictions(path)
     latest = {(p.video, p.task, p.adapter, p.settings_id, p.span): p for p in preds}
     return [p for p in preds if latest[(p.video, p.task, p.adapter, p.settings_id, p.span)] is p]

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.records import NONE_LABEL, InputError, Prediction, Reference, match, read_references
+from eval.inputs import NONE_LABEL, InputError, Prediction, Reference, match, read_references
 from vidcap_ko.record import TASKS
 
 SCORED_TASK = "caption"  # the task references describe

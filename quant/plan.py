@@ -1,6 +1,6 @@
 """The plan: tier + model preset + quantization + engine -> engine settings, and whether it fits.
 
-Made before anything loads, from one request's size (quant/request.py). Impossible combinations raise
+Made before anything loads, from one request's size (quant/request_size.py). Impossible combinations raise
 PlanError (quant.rules); a combination that is possible but does not fit in memory comes back with
 `fits=False` and reasons saying what to change (`Plan.raise_if_unfit()` turns that into a PlanError for
 the job).
@@ -35,7 +35,7 @@ from quant.memory import (
     weight_bytes,
 )
 from quant.parallel import choose_tensor_parallel
-from quant.request import PROMPT_TEXT_TOKENS, Request, check_model_keys, model_arch, request_size
+from quant.request_size import PROMPT_TEXT_TOKENS, Request, check_model_keys, model_arch, request_size
 from quant.rules import BITSANDBYTES, PREQUANTIZED, check_combination, plan_dtype, resolve_engine, resolve_quant
 from quant.tiers import Tier
 from vidcap_ko.families import get_family

@@ -66,7 +66,7 @@ def _composed(group: str, option: str) -> dict:
 
 def _schema(group: str):
     """The typed schema of a group the planner reads (quant/schema.py); the job's other groups are
-    typed in caption/schema.py, which quant/ does not read."""
+    typed in caption/settings/schema.py, which quant/ does not read."""
     from quant.schema import SCHEMAS
 
     return SCHEMAS.get(group)

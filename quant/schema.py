@@ -1,6 +1,6 @@
 """The typed shape of the config groups the planner reads: `gpu` (a tier), `model` and `quant`.
 
-Hydra validates every composed config against these while it composes (caption/schema.py JobSchema
+Hydra validates every composed config against these while it composes (caption/settings/schema.py JobSchema
 types its groups with them; quant/presets.py does the same for a single preset), so an unknown key
 or a wrong type stops a job before anything loads, naming the key.
 
@@ -22,9 +22,9 @@ from omegaconf import MISSING
 def setting(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
     """A schema field: its default (MISSING: every preset of the group sets it), its help text (`caption
     --help`, the configuration reference), `read_when`: the settings under which the job reads it
-    ({setting: the values it must have, a tuple, or a comparison such as "> 0"}; caption/unread.py refuses
+    ({setting: the values it must have, a tuple, or a comparison such as "> 0"}; caption/settings/unread.py refuses
     such a key given where it would do nothing), `path`: its value is a file or folder. Lists and dicts
-    take a copy per config. caption/option.py declares the job's own keys with it."""
+    take a copy per config. caption/settings/option.py declares the job's own keys with it."""
     metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)

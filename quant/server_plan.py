@@ -4,7 +4,7 @@ The server holds the weights, the KV cache and the batch. Their memory, the dtyp
 and the batch size were fixed when it started (vLLM: --dtype, --quantization, --gpu-memory-utilization,
 --max-num-seqs, --max-model-len), and no request changes them: the plan names them as the server's and
 checks none of them. What the job still knows is one request's size: the clip's video tokens and the
-tokens a request needs, counted from the model preset by quant/request.py as for any plan. The server's
+tokens a request needs, counted from the model preset by quant/request_size.py as for any plan. The server's
 context (its max_model_len, as it reports it) must hold them.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from quant.plan import Plan
-from quant.request import PROMPT_TEXT_TOKENS, check_model_keys, request_size
+from quant.request_size import PROMPT_TEXT_TOKENS, check_model_keys, request_size
 
 SERVERS = "server's"
 

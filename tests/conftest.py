@@ -12,7 +12,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from caption.config import CONF_DIR, REPO_ROOT  # noqa: E402
+from caption.settings.config import CONF_DIR, REPO_ROOT  # noqa: E402
 from video_io.synth.dataset import SynthSpec, generate_dataset  # noqa: E402
 
 MODEL_DIR = REPO_ROOT / "assets" / "models" / "vidcap-ko-tiny"

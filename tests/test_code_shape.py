@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 PACKAGES = ("caption", "video_io", "quant", "eval", "vidcap_ko")  # what the wheel installs (pyproject.toml)
 # Each installed package's floor: a package imports only packages on floors below its own (docs/architecture.md)
@@ -18,6 +18,7 @@ CROSSINGS = {("eval", "quant")}
 # The commands beside the job, inside caption/: no module of the job imports them
 COMMANDS = ("caption.report", "caption.export", "caption.make_model", "caption.bench")
 MAX_FUNCTION_LINES = 60
+MAX_MODULES_IN_CAPTION = 15  # caption/'s own folder: the entry points and the story; the rest by role below it
 
 
 def _modules() -> dict[str, Path]:
@@ -130,3 +131,19 @@ def test_nothing_below_the_entry_points_imports_the_job():
     importers = sorted(name for name, path in modules.items()
                        if any(m == "caption.job" for m, _, _ in _imports(path, name, modules)))
     assert importers == ["caption.api", "caption.cli"]
+
+
+def test_caption_keeps_its_own_folder_to_the_story_and_the_rest_by_role():
+    own = sorted(p.name for p in (REPO_ROOT / "caption").glob("*.py"))
+    assert len(own) <= MAX_MODULES_IN_CAPTION, f"{len(own)} modules in caption/: move some into a subpackage " \
+        f"that says what they hold: {own}"
+
+
+def test_no_two_modules_have_names_that_differ_by_a_plural():
+    """`record.py` beside `records.py` makes a reader open both to learn which is which."""
+    stems: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        if path.name != "__init__.py":
+            stems.setdefault(path.stem, []).append(str(path.relative_to(REPO_ROOT)))
+    twins = [f"{stems[s]} and {stems[s + 's']}" for s in stems if s + "s" in stems]
+    assert not twins, "rename one of each pair to say what it holds: " + "; ".join(twins)

@@ -1,6 +1,6 @@
 """Every config key has one default, in one place.
 
-Each config group has a typed schema (caption/schema.py GROUP_SCHEMAS; gpu, model and quant from
+Each config group has a typed schema (caption/settings/schema.py GROUP_SCHEMAS; gpu, model and quant from
 quant/schema.py) that Hydra validates while composing. A key without a schema default is set by every
 preset of the group (conf/<group>/*.yaml, the one home of those values); a key with a schema default is
 optional, and a preset may set it only to say something else. These tests compose every preset with the
@@ -16,8 +16,8 @@ from dataclasses import fields
 import pytest
 from omegaconf import MISSING, OmegaConf
 
-from caption.config import CONF_DIR
-from caption.schema import GROUP_SCHEMAS, EngineSchema, SamplingSchema
+from caption.settings.config import CONF_DIR
+from caption.settings.schema import GROUP_SCHEMAS, EngineSchema, SamplingSchema
 from quant.presets import options
 from quant.tiers import Tier
 
@@ -59,8 +59,8 @@ def test_no_preset_repeats_a_default_written_elsewhere(compose_config, group, op
 def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synth_dir):
     """No typed copy of a group: the job holds the schema's own dataclass, so a key has one type, one
     default and one help text; engine=server's keys are the engine group's own."""
-    from caption.config import load_job_config
-    from caption.schema import RunnerSchema
+    from caption.settings.config import load_job_config
+    from caption.settings.schema import RunnerSchema
 
     job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", "engine=server",
                                           "engine.base_url=http://localhost:9/v1/"]))
@@ -71,7 +71,7 @@ def test_the_job_reads_each_group_as_its_schema_declares_it(compose_config, synt
 
 def test_readers_keep_no_defaults_of_their_own():
     """A dataclass default would be a second home for a value the presets or the schema already hold."""
-    from caption.config import JobConfig, ModelSettings
+    from caption.settings.config import JobConfig, ModelSettings
 
     for cls in (Tier, ModelSettings):
         assert all(f.default is NO_DEFAULT and f.default_factory is NO_DEFAULT for f in fields(cls)), cls.__name__
@@ -86,14 +86,14 @@ def test_the_top_level_settings_are_declared_once_and_the_job_holds_them(compose
     it and the job holds it as one object. A typed copy on JobConfig (`limit: int | None`) would be a
     second declaration to keep in step, and a top-level setting declared in JobSchema itself would
     never reach the job."""
-    from caption.config import JobConfig, load_job_config
-    from caption.schema import JobOptions, JobSchema
+    from caption.settings.config import JobConfig, load_job_config
+    from caption.settings.schema import JobOptions, JobSchema
 
     top = _names(JobOptions)
     assert {"input_dir", "output", "tasks", "resume", "limit", "plan_only"} <= top
     assert {f.name for f in fields(JobSchema) if "help" in f.metadata} == top
     copied = sorted(top & (_names(JobConfig) | set(vars(JobConfig))))
-    assert not copied, f"JobConfig declares {copied} again: read them as job.options.<key> (caption/schema.py)"
+    assert not copied, f"JobConfig declares {copied} again: read them as job.options.<key> (caption/settings/schema.py)"
     job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl", "limit=3",
                                           "tasks=[caption,motion]", "resume=false"]))
     assert type(job.options) is JobOptions
@@ -126,8 +126,8 @@ def test_the_decoder_library_keeps_no_second_default_for_what_the_job_sets():
 
 
 def test_the_job_reads_the_runner_group_as_its_schema_declares_it(compose_config, synth_dir):
-    from caption.config import load_job_config
-    from caption.schema import RunnerSchema
+    from caption.settings.config import load_job_config
+    from caption.settings.schema import RunnerSchema
 
     job = load_job_config(compose_config([f"input_dir={synth_dir}", "output=/tmp/unused.jsonl"]))
     assert job.runner == RunnerSchema(name="local")  # every other key the schema's default, not a None of its own
@@ -169,7 +169,7 @@ def test_every_setting_says_what_it_does():
     """Each key of every schema (the job's, each group's, recursively) carries its help text in its one
     declaration (option(), preset_key(), quant/schema.py setting()): `caption --help` and the
     configuration reference read it there."""
-    from caption.schema import JobSchema
+    from caption.settings.schema import JobSchema
 
     keys = dict(_leaf_fields(JobSchema))
     assert len(keys) > 100 and "lora.adapters[].references_field" in keys and "gpu.vram_gib" in keys

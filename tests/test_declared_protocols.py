@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from tests.test_code_shape import PACKAGES
 
 

@@ -3,7 +3,7 @@ removed one would silently drop back to the end of the run."""
 
 from __future__ import annotations
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from tests.conftest import LONGEST_FIRST
 
 

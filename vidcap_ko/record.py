@@ -1,6 +1,6 @@
 """The record format: what one line of a records file is, for every program that reads one.
 
-The caption job writes records (caption/pipeline/record.py makes them, caption/record_store.py appends
+The caption job writes records (caption/pipeline/record.py makes them, caption/output/records_file.py appends
 them); eval/ scores them, caption-report shows them, caption-export turns them into subtitles and tables.
 A record is a JSON object that starts with `video` (the clip's path inside the captioned folder), then
 `task`, `adapter` and `status`; a segment of a long video adds `segment_index`. Its key is (video, task,

@@ -3,7 +3,7 @@
 A full disk, a read-only filesystem, a permission the user lacks, an I/O error: each ends the job
 with one line that names the file, the cause and what to do, and exit status 5
 (vidcap_ko/exit_status.py), never a traceback. Nothing already written is lost: records are appended
-whole or cut back to the last whole one (caption/records.py), so once the fault is cleared the
+whole or cut back to the last whole one (caption/output/checks.py), so once the fault is cleared the
 same command resumes where the job stopped.
 """
 

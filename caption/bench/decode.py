@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from caption.bench.harness import best_of, write_results
-from caption.config import REPO_ROOT
 from caption.report.thumbs import DEFAULT_SIZE as THUMB_SIDE  # caption-report's --thumb-size
+from caption.settings.config import REPO_ROOT
 from video_io.decode import DecodeSpec, decode_clip
 from video_io.pyav_frames import decode_wanted, packet_index
 from video_io.sampling import SamplingSpec

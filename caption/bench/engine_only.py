@@ -28,7 +28,7 @@ from video_io.crawl import crawl_videos
 from video_io.workers import DecodePool
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 
 def decoded_requests(job: JobConfig, clips: Path) -> list[Request]:

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import caption
-from caption.config import CONF_DIR, REPO_ROOT, SHIPPED_ROOT
+from caption.settings.config import CONF_DIR, REPO_ROOT, SHIPPED_ROOT
 from video_io.store import is_url
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 # the held-out synthetic set: never used in training (seed 101) or in training-time evaluation (202);
 # the model card's table (scripts/training/eval_toy.py) and the quantization and sampling benchmarks score on it
@@ -37,7 +37,7 @@ EMBEDDED_MODEL_DIR = SHIPPED_ROOT / "assets" / "models" / "vidcap-ko-tiny"
 # (`bench` is its `cpu` shape, ~157M parameters; `3b` / `7b` take the presets' architecture, for GPU machines)
 MADE_SHAPES = {"bench": "cpu", "tiny": "tiny", "3b": "3b", "7b": "7b"}
 MODELS = ("embedded", *MADE_SHAPES)
-# exit statuses of a job that ran to its end (caption/outcome.py): 0 every record ok, 3 some are errors
+# exit statuses of a job that ran to its end (caption/summary/outcome.py): 0 every record ok, 3 some are errors
 JOB_FINISHED = (0, 3)
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from caption.bench.harness import bars, write_results
-from caption.config import REPO_ROOT as REPO
+from caption.settings.config import REPO_ROOT as REPO
 
 UV = REPO / "build" / "uv" / "bin" / "uv"
 SPEC = ["-c", "constraints.txt", "-e", ".[cpu,test,bench]"]

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from caption.bench.harness import BENCH_DATA, HELD_OUT_SEED, bars, clip_set, run_caption, write_results
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 RUNS = (("none", "vllm"), ("gptq", "vllm"), ("awq", "vllm"), ("none", "hf"), ("int8", "hf"), ("nf4", "hf"))
 

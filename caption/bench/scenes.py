@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from caption.bench.harness import BENCH_DATA, HELD_OUT_SEED, bars, best_of, write_results
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from video_io.scenes import detect_cuts, match_cuts
 from video_io.synth.long import LongSpec, generate_long, read_truth
 

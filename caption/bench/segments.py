@@ -8,7 +8,7 @@ caption-synth draws its clips (what the embedded model knows), joined by hard cu
 fades, each scene with its references (references.jsonl, one line per scene). Each is captioned three
 ways by the real `caption` job: one caption per video (video.segments=none), a caption per shot
 (scenes), and a caption every 5 s (fixed). METEOR is per scene (n = the scenes): a segment's caption
-against the scene it overlaps most (eval/records.py match, as the job scores them); the one caption of
+against the scene it overlaps most (eval/inputs.py match, as the job scores them); the one caption of
 a whole video against every scene's references. `recovered` counts the scenes whose segment lies
 inside them (more than 90% of the segment in the scene).
 

@@ -49,7 +49,7 @@ from caption.bench.harness import (
 )
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 SEED = 35
 TARGET = 0.9  # the job's rate at least this share of the server's capacity

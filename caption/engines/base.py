@@ -23,7 +23,7 @@ class Request:
     frames: np.ndarray  # (T, H, W, 3) uint8
     video_metadata: dict  # total_num_frames, fps, duration, frames_indices, ...
     context: dict = field(default_factory=dict)  # the job's own data, passed through untouched
-    forced_output_tokens: int | None = None  # benchmarks only: generate exactly this many tokens (caption/forced_lengths.py)
+    forced_output_tokens: int | None = None  # benchmarks only: generate exactly this many tokens (caption/settings/forced_lengths.py)
     segment: SegmentInfo | None = None  # the part of a long video the frames come from
 
     @property
@@ -164,6 +164,6 @@ class StageClock:
         self.seconds.clear()
 
     def as_dict(self) -> dict[str, float]:
-        # unrounded: the summary rounds each stage once (summary.py stage_breakdown), and a stage rounded
+        # unrounded: the summary rounds each stage once (caption/summary/tally.py stage_breakdown), and a stage rounded
         # twice could read less than a part of it rounded once (first_batch_wait_s)
         return dict(self.seconds)

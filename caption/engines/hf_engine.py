@@ -100,9 +100,9 @@ class HfEngine:
         self.model = _with_adapters(model, spec.adapters).eval()
         self.has_adapters = bool(spec.adapters)
         self.batch_size = spec.hf_batch_size
-        ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/engines/options.py PREPARE_AHEAD)
+        ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/engines/schema.py PREPARE_AHEAD)
         self.prepare_ahead = ahead == "always" or (ahead == "auto" and self.device == "cuda")
-        # auto: the processor's pixel work on the engine's device (caption/engines/options.py PROCESSOR_DEVICE)
+        # auto: the processor's pixel work on the engine's device (caption/engines/schema.py PROCESSOR_DEVICE)
         self.processor_device = self.device if spec.options.processor_device == "auto" else "cpu"
         self.sampling = spec.sampling
         self.static_cache = static_cache(spec, self.device) if spec.options.compile_static_cache else {}
@@ -285,7 +285,7 @@ class HfEngine:
     def _collect(self, ahead: Future, beside: bool) -> _Prepared | None:
         """Wait for the helper's batch. Where it ran `beside` a generate, the wait is the part of its work
         the generate did not hide: its last seconds count as the processor stage, any before them as
-        waiting on decoders, and the rest is counted apart (summary.py stage_breakdown takes it out of the
+        waiting on decoders, and the rest is counted apart (caption/summary/tally.py stage_breakdown takes it out of the
         job's stages). Otherwise all of it kept the engine waiting: the processor stage, and the job's
         decode wait (the request stream times that itself)."""
         started = time.perf_counter()

@@ -1,5 +1,5 @@
 """The `engine` config group (conf/engine/*.yaml): EngineSchema declares each key once (type, default,
-help) and is the typed object every engine reads (caption/config.py makes it with OmegaConf.to_object),
+help) and is the typed object every engine reads (caption/settings/config.py makes it with OmegaConf.to_object),
 engine=server included: where the server is and how to talk to it (check_server, public_url, api_key).
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from caption.option import ConfigError, at_least, one_of, option, preset_key
+from caption.settings.option import ConfigError, at_least, one_of, option, preset_key
 
 # engine.prepare_ahead: auto prepares the next batch while one generates where the engine computes on a GPU;
 # on a CPU the engine's threads already use every core, and preparing beside them measured slower

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from caption.engines.options import EngineSchema
+from caption.engines.schema import EngineSchema
 from caption.prompts import SYSTEM_PROMPT_KO, instruction_text
 
 MAX_WAIT_S = 30.0  # the longest wait between two tries

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.options import EngineSchema
-from caption.generation import SamplingSchema
+from caption.engines.schema import EngineSchema
+from caption.settings.generation import SamplingSchema
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from caption.engines.vllm_fixes import (
     guard_kernel_rebind_scan,
     shutdown_llm,
 )
-from caption.outcome import EngineFailure
+from caption.summary.outcome import EngineFailure
 from vidcap_ko.families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).
@@ -90,7 +90,7 @@ def processor_cache_gib(spec: EngineSpec) -> float:
 def sampling_params(spec: EngineSpec):
     """The job's sampling settings as vLLM SamplingParams (greedy or sampling, one sequence).
     no_repeat_ngram_size and length_penalty have no field there; the plan warns for a preset that
-    sets them (caption/generation.py sampling_warnings)."""
+    sets them (caption/settings/generation.py sampling_warnings)."""
     from vllm import SamplingParams
 
     s, stop = spec.sampling, spec.stop

@@ -21,12 +21,12 @@ import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
-from caption.coverage import subtitle_note
 from caption.export import cues as C
 from caption.export import tables as T
 from caption.export.read import DEFAULT_TASK, ExportError, Loaded, load, one_settings, select
 from caption.report.data import resolve_input_dir
-from eval.records import NONE_LABEL
+from caption.summary.coverage import subtitle_note
+from eval.inputs import NONE_LABEL
 from vidcap_ko.exit_status import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED
 from vidcap_ko.record import settings_labels
 from vidcap_ko.writing import WriteFailed, check_can_write, remove_quietly, write_whole, writing

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.records import NONE_LABEL, read_text
+from eval.inputs import NONE_LABEL, read_text
 from vidcap_ko.record import RECORD_PREFIX, is_record, settings_labels
 
 DEFAULT_TASK = "caption"

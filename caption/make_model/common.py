@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from caption.config import CONF_DIR, SHIPPED_ROOT
 from caption.prompts import SYSTEM_PROMPT_KO
+from caption.settings.config import CONF_DIR, SHIPPED_ROOT
 from vidcap_ko.families import FAMILIES, Checkpoint, UnknownFamily, get_family
 
 FAMILY_NAMES = tuple(sorted(FAMILIES))

@@ -5,7 +5,7 @@ Records are keyed by the clip's path, never by position, so arrival order does n
 job that is stopped (even by kill -9) resumes where it was: records already written are kept,
 a half-written last line is cut off, and only what has no record yet is run again. Each record says
 which file it was made from (`source`: video_io/identity.py), and a record counts as done only for that
-file. caption/record_store.py appends the records while the job runs.
+file. caption/output/records_file.py appends the records while the job runs.
 
 The job writes only to a file that is absent, empty, or already holds this job's caption
 records. Anything else named as `output=` (a user's settings.json, notes, another tool's JSONL)
@@ -21,12 +21,12 @@ import os
 import time
 from pathlib import Path
 
-from caption.settings_ids import IdKey, SettingsIds
+from caption.output.settings_ids import IdKey, SettingsIds
 from vidcap_ko.record import RECORD_PREFIX, is_record, segment_index
 from vidcap_ko.writing import writing
 
 # (task, adapter, segmented) -> the settings_id this job gives such records, and which records are its
-# own (caption/fingerprint.py SettingsIds; a segment's record also says how the video was cut)
+# own (caption/output/fingerprint.py SettingsIds; a segment's record also says how the video was cut)
 ExpectedKey = IdKey  # (task, adapter, segmented)
 Expected = SettingsIds
 
@@ -87,7 +87,7 @@ def check_output(path: Path, resume: bool, overwrite: bool) -> None:
     names = path.stat().st_nlink
     if names > 1:  # the job tidies by writing a new file and renaming it onto this name: the other names
         # would keep the old records while this one moves on, and a job through another name takes
-        # another lock. A symbolic link reaches the one file (caption/job_paths.py)
+        # another lock. A symbolic link reaches the one file (caption/settings/paths.py)
         raise OutputRefused(f"`output={path}` has {names} names (hard links), and the job replaces the file when it "
                             "tidies it, which would leave the other names with the old records: give it one "
                             "name (a symbolic link is fine), choose another output=, " + keep)
@@ -132,7 +132,7 @@ def check_settings(path: Path, expected: Expected, settings: tuple[dict, dict], 
     # for the file; a kind it has none of (other segment settings, say) is still refused
     unshared = [found for key, found in foreign.items() if key not in own]
     if unshared:
-        from caption.fingerprint import differences
+        from caption.output.fingerprint import differences
 
         other, example = sum(n for n, _ in unshared), unshared[0][1]
         what = "; ".join(differences(example.get("settings"), settings[expected_key(example)[2]]))

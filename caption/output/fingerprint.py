@@ -2,10 +2,10 @@
 
 Every record carries `settings` (what a user filters on: model, its identity, engine, dtype,
 quantization, sampling, frames) and `settings_id`, a hash of those (all but `model_path`: the model is
-known by its content, `model_id`) plus the record's own prompt text and adapter (caption/settings_ids.py).
+known by its content, `model_id`) plus the record's own prompt text and adapter (caption/output/settings_ids.py).
 Resuming into an output counts a record as done only when its id is the one this job would give it; an
 output holding records made another way is refused before anything loads, naming what differs
-(caption/records.py). With engine=server the server's address and the model it reports stand
+(caption/output/checks.py). With engine=server the server's address and the model it reports stand
 where the local checkpoint would. Settings that do not change captions are left out: the tier's batch
 sizes, the decoder processes, speculative decoding under greedy decoding (it verifies every token
 against the target model, so greedy captions are the same with it or without).
@@ -17,10 +17,10 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from caption.settings_ids import digest
+from caption.output.settings_ids import digest
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 SAMPLE_BYTES = 1 << 20  # bytes hashed at each of three places of a weights file
 
@@ -99,7 +99,7 @@ def job_settings(job: JobConfig) -> dict:
 
 def _served(settings: dict, server: dict) -> dict:
     """engine=server: the weights are the server's, so what it reports names them: its address (no
-    credentials: caption/engines/options.py public_url), the model name and what it loaded (its `root`).
+    credentials: caption/engines/schema.py public_url), the model name and what it loaded (its `root`).
     The local checkpoint, dtype and quantization are not what made the captions."""
     named = {"server": server["base_url"], "served_model": server["served_model"], "served_root": server.get("root")}
     rest = {k: v for k, v in settings.items() if k not in ("model_path", "model_id", "dtype", "quant")}

@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from caption.records import OutputRefused
+from caption.output.checks import OutputRefused
 
 LOCK_SUFFIX = ".lock"
 
 
 class OutputBusy(OutputRefused):
-    """Another job holds the output's lock; the message names it (exit status 6: caption/outcome.py)."""
+    """Another job holds the output's lock; the message names it (exit status 6: caption/summary/outcome.py)."""
 
 
 def lock_path(output: Path) -> Path:

@@ -5,7 +5,7 @@ A resumed job counts a record as done only for the file it was made from. Anothe
 name (a camera's `C0001.MP4` of another day, a clip re-exported in place) whose records hold a caption is
 refused before anything loads, in one line that says what differs and the ways forward; with
 `recaption_changed=true` it is captioned anew and its old records move to `<stem>.superseded.jsonl`
-(caption/record_store.py). One whose records are all errors (a broken clip replaced by a good one) is
+(caption/output/records_file.py). One whose records are all errors (a broken clip replaced by a good one) is
 captioned again without asking: no caption of another file could be taken for its own.
 """
 
@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from caption.outcome import InputGone
-from caption.record_store import LEGACY_SOURCE, RecordStore, superseded_path
-from caption.records import OutputRefused
+from caption.output.checks import OutputRefused
+from caption.output.records_file import LEGACY_SOURCE, RecordStore, superseded_path
+from caption.summary.outcome import InputGone
 from vidcap_ko.record import Record
 from video_io.identity import Identity, StrPath, compare, file_identity, with_folder
 from video_io.store import StoreError, check_reachable, is_url

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from caption.records import Expected, check_output, dumps_record, expected_key, kept_name
+from caption.output.checks import Expected, check_output, dumps_record, expected_key, kept_name
 from vidcap_ko.record import Record, RecordKey, record_key, segment_index
 from vidcap_ko.writing import WriteFailed, write_whole, writing
 
@@ -58,7 +58,7 @@ class RecordStore:
     def open(cls, path: Path, resume: bool, retry_errors: bool = False, overwrite: bool = False,
              expected: Expected | None = None, checked: bool = False) -> "RecordStore":
         """Open for appending. Raises OutputRefused, before anything is changed, for a file that is
-        not ours to write (caption/records.py). With `expected`, a record counts as done only when it
+        not ours to write (caption/output/checks.py). With `expected`, a record counts as done only when it
         was made with this job's settings (its settings_id); others stay, untouched. retry_errors: this
         job's error records are to do again (each stays until its new record is written). `checked`: the
         caller already made check_output's checks while holding the output's lock."""

@@ -1,6 +1,6 @@
 """A record's settings_id, and which records of an output are a job's own.
 
-The settings themselves, and why each is in them, are caption/fingerprint.py's; this module only hashes
+The settings themselves, and why each is in them, are caption/output/fingerprint.py's; this module only hashes
 them (no import of the job's config, which holds a SettingsIds).
 """
 
@@ -24,7 +24,7 @@ def settings_id(settings: dict, instruction: str, adapter: str | None, adapter_i
     return digest(settings, instruction, adapter, adapter_identity)[:12]
 
 
-IdKey = tuple[str, "str | None", bool]  # (task, adapter, segmented): caption/records.py expected_key
+IdKey = tuple[str, "str | None", bool]  # (task, adapter, segmented): caption/output/checks.py expected_key
 
 
 class SettingsIds:

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
-    from caption.admission import PositionLimits
-    from caption.config import JobConfig
+    from caption.pipeline.admission import PositionLimits
     from caption.pipeline.decode import DecodedClips
     from caption.pipeline.supervisor import EngineSupervisor
-    from caption.summary import JobTally
+    from caption.settings.config import JobConfig
+    from caption.summary.tally import JobTally
     from vidcap_ko.record import Record, RecordKey
 
 

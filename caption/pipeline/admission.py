@@ -17,6 +17,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vidcap_ko.families import get_family
 
@@ -44,7 +45,7 @@ class PositionLimits:
                    fps_scaled=get_family(family).fps_scaled_positions)
 
 
-def refusal(frames_count: int, metadata: dict, limits: PositionLimits, prompt_budget: int) -> str | None:
+def refusal(frames_count: int, metadata: dict[str, Any], limits: PositionLimits, prompt_budget: int) -> str | None:
     """Why the engine cannot take this request, or None. `prompt_budget`: text tokens plus the
     longest output, as the plan counts them."""
     fps, duration = metadata.get("fps"), metadata.get("duration")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from caption.pipeline.record import Refusal
     from caption.pipeline.requests import RequestIntake
     from caption.pipeline.supervisor import EngineSupervisor
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
 
 
 def generate(requests: RequestIntake, supervisor: EngineSupervisor, tally: JobTally) -> Iterator[Result | Refusal]:

@@ -5,7 +5,7 @@ segments; the format's keys and what a reader may rely on are vidcap_ko/record.p
 eval/ and the tools read too.
 
 Every record starts with `video`, then task, adapter, status (ok | error), caption, error, the model and
-engine, and `settings` with its `settings_id` (how it was made: caption/fingerprint.py); an adapter's
+engine, and `settings` with its `settings_id` (how it was made: caption/output/fingerprint.py); an adapter's
 record names the references list it is scored on (`references_field`). A segment's record adds
 `segment_index`, `segments` (how many the video has: what tells a resumed job whether the video is
 complete), `start_s` and `end_s` (seconds of the source video), and what it covers (`shots`,
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from vidcap_ko.record import Record, RecordKey
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
     from caption.engines.base import Result
+    from caption.settings.config import JobConfig
     from video_io.segmenting import SegmentInfo
 
 
@@ -84,7 +84,7 @@ def coverage_fields(segment: SegmentInfo) -> dict[str, Any]:
 
 def base_record(job: JobConfig, video: str, task: str, adapter: str | None,
                 segment: SegmentInfo | None = None) -> Record:
-    """The fields every record has; `settings` says how it was made (caption/fingerprint.py)."""
+    """The fields every record has; `settings` says how it was made (caption/output/fingerprint.py)."""
     segmented = segment is not None
     if job.settings_ids is None:
         raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
@@ -140,7 +140,7 @@ def result_record(result: Result, job: JobConfig) -> Record:
     })
     if "scan_s" in r.context:  # finding the video's segments (shot detection), shared by its segments
         record["scan_s"] = round(r.context["scan_s"], 4)
-    if "source" in r.context:  # the file the decoder read; the job adds its folder (caption/sources.py)
+    if "source" in r.context:  # the file the decoder read; the job adds its folder (caption/output/provenance.py)
         record["source"] = r.context["source"]
     optional = {"ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
                 "tpot_s": None if result.tpot_s is None else round(result.tpot_s, 5),

@@ -1,5 +1,5 @@
 """The requests stage: decoded clips in, requests for the engine out, and a Refusal for each clip that
-did not decode or that the engine cannot take (caption/admission.py), which the generate stage
+did not decode or that the engine cannot take (caption/pipeline/admission.py), which the generate stage
 (caption/pipeline/generate.py) passes on to the record stage.
 """
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from caption.admission import PositionLimits, refusal
 from caption.engines.base import Request, RequestStream
+from caption.pipeline.admission import PositionLimits, refusal
 from caption.pipeline.record import Refusal, record_keys
 from caption.prompts import build_prompt
 from vidcap_ko.record import RecordKey
@@ -20,9 +20,9 @@ from video_io.decode import Clip
 from video_io.decoder_process import DecodeResult
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
     from caption.pipeline.decode import DecodedClips
-    from caption.summary import JobTally
+    from caption.settings.config import JobConfig
+    from caption.summary.tally import JobTally
 
 _END = object()
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
-from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure
+from caption.summary.outcome import EngineDidNotLoad, EngineDied, EngineFailure
 from vidcap_ko.torchvision_shim import install_line
 from video_io.decoder_process import main_script_hidden
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
-    from caption.summary import JobTally
+    from caption.settings.config import JobConfig
+    from caption.summary.tally import JobTally
 
 
 def load_engine(job: JobConfig) -> Engine:
@@ -35,7 +35,7 @@ def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidN
     """load_engine, or `failed` saying in one line why the model did not load (a damaged or incomplete
     weights file, a model type the installed transformers does not know, memory, a library not installed)
     and what to do about it: the job then ends with its summary and exit status 4, not as a bug. The
-    traceback goes to sys.stderr, which is the job's log while the terminal is quiet (caption/console.py);
+    traceback goes to sys.stderr, which is the job's log while the terminal is quiet (caption/summary/console.py);
     `trace_at` says where it lands when that is elsewhere (a Ray actor's output, which Ray passes on to
     the job's log)."""
     try:
@@ -46,7 +46,7 @@ def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidN
 
 
 def _load_failed_message(job: JobConfig, exc: Exception, trace_at: str | None) -> str:
-    from caption.console import console
+    from caption.summary.console import console
 
     cause = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the library's message
     cause = cause if len(cause) <= 600 else cause[:600] + "..."

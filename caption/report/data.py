@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.records import read_text
+from eval.inputs import read_text
 from vidcap_ko.record import record_key, segment_index, settings_labels
 from video_io.store import is_url
 
-SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/config.py)
+SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/settings/config.py)
 SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
 # model and engine are the same for a whole job's file: the header lists them once.
@@ -93,7 +93,7 @@ def read_records(path: Path) -> tuple[list[dict], list[str]]:
         if key is None or record.get("status") not in ("ok", "error"):
             raise ReportError(f"{path}:{no}: not a caption record (needs 'video' and 'status' ok|error)")
         record["_line"] = no
-        if key in seen:  # caption/records.py never writes this; a hand-merged file might
+        if key in seen:  # caption/output/checks.py never writes this; a hand-merged file might
             notes.append(f"{path}:{no}: a second record for {key[0]} task={key[1]} adapter={key[2]} "
                          f"replaces line {records[seen[key]]['_line']}")
             records[seen[key]] = record
@@ -148,8 +148,8 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str | None = None,
     ok captions, on the base model's list (`field_name`, default references) or the one an adapter
     declares (`adapter_fields[adapter]` names another), with the clips not captioned and failed beside it,
     as the job's summary and caption-meteor score them."""
+    from eval.inputs import NONE_LABEL, InputError
     from eval.meteor import Scorer
-    from eval.records import NONE_LABEL, InputError
     from eval.scope import scope_of, score_scope
 
     adapter_fields = dict(adapter_fields or {})
@@ -179,8 +179,8 @@ def add_meteor(data: ReportData, refs_path: Path, field_name: str | None = None,
 
 
 def _prediction(path: Path, record: dict):
-    """A record as eval/ reads one (eval/records.py Prediction)."""
-    from eval.records import NONE_LABEL, Prediction, span_of
+    """A record as eval/ reads one (eval/inputs.py Prediction)."""
+    from eval.inputs import NONE_LABEL, Prediction, span_of
 
     declared = record.get("references_field")
     return Prediction(record["video"], record.get("caption"), record["status"], record.get("error"),

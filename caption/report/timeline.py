@@ -1,9 +1,9 @@
 """Each long video's timeline for the review page: its segments (captioned or failed), the cuts
-between its shots, and the spans no segment covers, with their reasons (caption/coverage.py)."""
+between its shots, and the spans no segment covers, with their reasons (caption/summary/coverage.py)."""
 
 from __future__ import annotations
 
-from caption.coverage import video_coverage
+from caption.summary.coverage import video_coverage
 
 
 def timelines(clips) -> dict[str, dict]:

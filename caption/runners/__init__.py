@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
     from caption.engines.base import Engine
     from caption.runners.base import Runner
+    from caption.settings.config import JobConfig
 
 
 def make_runner(job: JobConfig, engine: Engine | None = None) -> Runner:

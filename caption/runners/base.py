@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 from video_io.identity import StrPath
 
 if TYPE_CHECKING:
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
     from vidcap_ko.record import Record, RecordKey
 
 Todo = Sequence[tuple[str, StrPath]]  # (key: the clip's path relative to input_dir, path)
 
 
 class Written(Protocol):
-    """What the job has written (caption/records.py RecordStore)."""
+    """What the job has written (caption/output/checks.py RecordStore)."""
 
     segments: dict[str, int]  # video -> how many segments its records say it has
 
@@ -30,7 +30,7 @@ class Runner(Protocol):
 
     def records(self, todo: Todo, store: Written, tally: JobTally) -> Iterator[Record]:
         """Records of the clips in `todo`, as they come; `store` says which records are written already;
-        `tally` (caption/summary.py JobTally) counts decoding and engine failures."""
+        `tally` (caption/summary/tally.py JobTally) counts decoding and engine failures."""
 
     def stats(self) -> dict[str, Any]:
         """The runner's and its engines' figures for the summary."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>/pass<n>: one lock file per core group
 CORE_WAIT_S = 60.0  # how long a restarted engine actor waits for the dead one's cores to come free

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from caption.admission import PositionLimits
 from caption.pipeline import caption_clips
+from caption.pipeline.admission import PositionLimits
 from caption.pipeline.decode import decode_locally
 from caption.pipeline.supervisor import EngineSupervisor
 from caption.runners.base import Todo, Written
 from video_io.workers import DecodePool, DecodeStream
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
     from caption.engines.base import Engine
+    from caption.settings.config import JobConfig
 
 
 class LocalRunner:

@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from caption.config import JobConfig
-from caption.outcome import EngineDidNotLoad, EngineDied
 from caption.pipeline.record import error_records, record_keys
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
+from caption.settings.config import JobConfig
+from caption.summary.outcome import EngineDidNotLoad, EngineDied
 from video_io.store import WHERE_ENVIRONMENT
 
 if TYPE_CHECKING:
     from caption.pipeline.supervisor import EngineSupervisor
     from caption.runners.base import Todo
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
 
 
 class RayRunner:
@@ -186,7 +186,7 @@ class _CaptionActor:
     (ray/data/_internal/execution/util.py, make_callable_class_single_threaded)."""
 
     def __init__(self, job: JobConfig, engines: int, core_scope: str):
-        from caption.admission import PositionLimits
+        from caption.pipeline.admission import PositionLimits
 
         self.cores, self._lock = claim_cores(job, engines, core_scope)
         if self.cores is not None:
@@ -204,7 +204,7 @@ class _CaptionActor:
         from caption.pipeline import caption_clips
         from caption.pipeline.decode import AllDecoded
         from caption.pipeline.supervisor import EngineSupervisor
-        from caption.summary import JobTally
+        from caption.summary.tally import JobTally
 
         if self.supervisor is None:  # in the thread that runs every batch (class docstring)
             if self.cores is not None:  # the cores this thread, and so the engine, really runs on

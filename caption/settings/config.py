@@ -14,18 +14,18 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 import vidcap_ko.files as shipped
-from caption import schema
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engine_choice import requested_engine
-from caption.engines.options import EngineSchema
+from caption.engines.schema import EngineSchema
 from caption.engines.spec import EngineSpec
-from caption.forced_lengths import ForcedLengths
-from caption.generation import SamplingSchema
-from caption.job_paths import JobPaths, io_paths
-from caption.option import ConfigError as ConfigError  # where callers have always found it
-from caption.option import at_least, closest, one_of
-from caption.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
-from caption.settings_ids import SettingsIds
+from caption.output.settings_ids import SettingsIds
+from caption.settings import schema
+from caption.settings.engine_choice import requested_engine
+from caption.settings.forced_lengths import ForcedLengths
+from caption.settings.generation import SamplingSchema
+from caption.settings.option import ConfigError as ConfigError  # where callers have always found it
+from caption.settings.option import at_least, closest, one_of
+from caption.settings.paths import JobPaths, io_paths
+from caption.settings.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
 from quant.plan import Plan
 from vidcap_ko.families import UnknownFamily, get_family
 from video_io.decode import DecodeSpec
@@ -43,7 +43,7 @@ RUNNERS = ("local", "ray")
 
 def register_resolvers() -> None:
     """`${vidcap_root:}` in presets points at the folder holding assets/ (the checkout, or an installed
-    package's copy), so shipped assets load from anywhere; the job's typed settings (caption/schema.py)
+    package's copy), so shipped assets load from anywhere; the job's typed settings (caption/settings/schema.py)
     are where conf/config.yaml's defaults list finds them."""
     if not OmegaConf.has_resolver("vidcap_root"):
         OmegaConf.register_new_resolver("vidcap_root", lambda: str(SHIPPED_ROOT))
@@ -81,15 +81,15 @@ class ModelSettings:
 @dataclass(frozen=True)
 class JobConfig:
     # the top-level settings as given (input_dir, output, tasks, resume, limit, ...): declared once, in
-    # caption/schema.py JobOptions, and checked by its check()
+    # caption/settings/schema.py JobOptions, and checked by its check()
     options: JobOptions
-    paths: JobPaths | None  # the files options name, resolved (caption/job_paths.py); None with plan_only
+    paths: JobPaths | None  # the files options name, resolved (caption/settings/paths.py); None with plan_only
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
-    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/options.py)
+    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/schema.py)
     gpu: dict[str, Any]  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
     quant: dict[str, Any]  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
-    sampling: SamplingSchema  # the `sampling` group as composed and checked (caption/generation.py)
+    sampling: SamplingSchema  # the `sampling` group as composed and checked (caption/settings/generation.py)
     decode: DecodeSpec
     decode_workers: int | str  # a number, or "auto" until caption/planning.py plan_job resolves it
     decode_timeout_s: float
@@ -106,7 +106,7 @@ class JobConfig:
     server: EngineSchema | None  # engine=server: engine_options, its server keys checked (check_server)
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
-    # how the records are made (caption/fingerprint.py): the job's settings (a segment's record adds how
+    # how the records are made (caption/output/fingerprint.py): the job's settings (a segment's record adds how
     # the video was cut: segment_settings) and the id of each (task, adapter, segmented); None until plan_job
     settings: dict[str, Any] | None = None
     segment_settings: dict[str, Any] | None = None
@@ -128,7 +128,7 @@ class JobConfig:
 
     def expected_ids(self) -> SettingsIds:
         """The settings_id of each (task, adapter, segmented) record, and which records are this job's own
-        (caption/fingerprint.py SettingsIds); RuntimeError before plan_job."""
+        (caption/output/fingerprint.py SettingsIds); RuntimeError before plan_job."""
         if self.settings_ids is None:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return self.settings_ids
@@ -214,7 +214,7 @@ Group = TypeVar("Group")
 
 
 def _group(cfg: DictConfig, name: str, schema: type[Group]) -> Group:
-    """Config group `name` as its schema's dataclass (caption/schema.py GROUP_SCHEMAS), which Hydra typed
+    """Config group `name` as its schema's dataclass (caption/settings/schema.py GROUP_SCHEMAS), which Hydra typed
     while composing; a key a preset leaves unset is named in one line."""
     try:
         value = OmegaConf.to_object(cfg[name])
@@ -227,7 +227,7 @@ def _group(cfg: DictConfig, name: str, schema: type[Group]) -> Group:
 def _options(cfg: DictConfig) -> JobOptions:
     """The top-level settings as JobOptions: the composed values (interpolations resolved where they stand),
     typed by the schema again. Built from to_container, not to_object, which refuses a key left unset:
-    `input_dir` may be, with plan_only (it then keeps MISSING, and caption/job_paths.py names it otherwise)."""
+    `input_dir` may be, with plan_only (it then keeps MISSING, and caption/settings/paths.py names it otherwise)."""
     given = {}
     for f in fields(JobOptions):
         if not OmegaConf.is_missing(cfg, f.name):

@@ -1,6 +1,6 @@
 """Which engine the settings need: engine=auto leaves the choice to the planner, except where sampling,
 speculative decoding or video-token pruning decide it, and engine=server refuses what only the server
-decides when it starts. Part of reading the config (caption/config.py), before anything loads."""
+decides when it starts. Part of reading the config (caption/settings/config.py), before anything loads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from caption.generation import SamplingSchema
-from caption.option import ConfigError
+from caption.settings.generation import SamplingSchema
+from caption.settings.option import ConfigError
 
 
 def requested_engine(cfg: DictConfig, sampling: SamplingSchema, spec: dict[str, Any] | None) -> str:

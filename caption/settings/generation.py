@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from caption.option import ConfigError, preset_key
+from caption.settings.option import ConfigError, preset_key
 
 SAMPLED = {"sampling.temperature": "> 0"}  # temperature 0: greedy or beam search
 BEAMS = {"sampling.num_beams": "> 1"}

@@ -1,5 +1,5 @@
 """`caption --help`: every setting with its default and what it does, every config group with its
-options and keys. Read from the schema (caption/schema.py) and the presets' own comments
+options and keys. Read from the schema (caption/settings/schema.py) and the presets' own comments
 (conf/<group>/<option>.yaml), so the help cannot say something the config does not."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from omegaconf import MISSING
 
-from caption.config import CONF_DIR
-from caption.option import closest
-from caption.schema import GROUP_SCHEMAS, GROUPS, documented_keys, known_keys
+from caption.settings.config import CONF_DIR
+from caption.settings.option import closest
+from caption.settings.schema import GROUP_SCHEMAS, GROUPS, documented_keys, known_keys
 from quant.presets import default_options
 
 GROUP_HELP = {
@@ -68,7 +68,7 @@ def help_text(conf: Path) -> str:
            "       caption input_list=LIST.jsonl|.csv|.parquet [output=FILE.jsonl] ...  (the videos a table names)",
            "       caption -m gpu=t4,l4,a100,h100 plan_only=true     (a sweep: one job per combination)",
            "       caption --hydra-help                              (Hydra's own options)", "",
-           "settings (caption/schema.py; key=value):"]
+           "settings (caption/settings/schema.py; key=value):"]
     for key, default, text in documented_keys():
         out.append(f"  {key} = {_yaml(default)}")
         out.append(_wrap(text, 6))
@@ -107,7 +107,7 @@ def _schema_lines(group: str, listed: set[str]) -> list[str]:
 
 
 def group_keys(group: str) -> set[str]:
-    """The keys of a config group (its schema, caption/schema.py), for "did you mean"."""
+    """The keys of a config group (its schema, caption/settings/schema.py), for "did you mean"."""
     return {f.name for f in fields(GROUP_SCHEMAS[group])}
 
 

@@ -1,7 +1,7 @@
 """How one setting is declared: its type, default, help and when it is read, in one line of a schema
-dataclass (caption/schema.py and the group schemas it lists), and the error a group's check() raises.
+dataclass (caption/settings/schema.py and the group schemas it lists), and the error a group's check() raises.
 
-A group's dataclass is also the typed object the job reads (caption/config.py turns the composed group
+A group's dataclass is also the typed object the job reads (caption/settings/config.py turns the composed group
 into it with OmegaConf.to_object): there is no second copy of a key to keep in step.
 """
 
@@ -21,7 +21,7 @@ class ConfigError(ValueError):
 def option(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
     """A schema field with a default of its own, its help text (`caption --help`), `read_when`: the
     settings under which the job reads it, `path`: its value is a file or folder, taken as typed on the
-    command line (caption/overrides.py). The metadata's shape is quant/schema.py setting()'s."""
+    command line (caption/settings/overrides.py). The metadata's shape is quant/schema.py setting()'s."""
     return setting(default, help, read_when, path)
 
 
@@ -29,7 +29,7 @@ def preset_key(help: str, read_when: dict | None = None, path: bool = False) -> 
     """A key every preset of its group sets (MISSING: conf/<group>/*.yaml hold its values and say why),
     with its help text. `read_when`: {setting: the values it must have (a tuple), or a comparison
     ("> 0")}; a key given on the command line whose setting is otherwise would do nothing, and
-    caption/unread.py refuses it, saying what to add."""
+    caption/settings/unread.py refuses it, saying what to add."""
     return setting(MISSING, help, read_when, path)
 
 

@@ -3,7 +3,7 @@
 Hydra's override grammar takes only some characters unquoted: `caption "input_dir=/data/내 영상"` (Korean
 letters), `input_dir=~/clips`, a path with `=`, a quote or brackets in it end in a lexer error, and a
 path with a comma becomes a sweep. Before Hydra reads the command line (caption/cli.py), every override
-of a path-valued key (the schemas mark them: caption/schema.py `path_keys`, plus Hydra's own run
+of a path-valued key (the schemas mark them: caption/settings/schema.py `path_keys`, plus Hydra's own run
 folders) that Hydra would reject or read as something else is quoted the way its grammar reads quoted
 strings back unchanged (`hydra_quote`). An override Hydra reads as typed is left alone, so quoting it
 yourself (`"input_dir='/data/내 영상'"`), `references=null` and a sweep over paths (`caption -m
@@ -29,8 +29,8 @@ def hydra_quote(text: str) -> str:
 
 
 def path_keys() -> set[str]:
-    """Every path-valued setting: the schemas' (caption/schema.py) and Hydra's run folders."""
-    from caption.schema import path_keys as schema_paths
+    """Every path-valued setting: the schemas' (caption/settings/schema.py) and Hydra's run folders."""
+    from caption.settings.schema import path_keys as schema_paths
 
     return {*schema_paths(), *HYDRA_PATH_KEYS}
 

@@ -1,5 +1,5 @@
 """Where a job reads and writes: the folder it captions, its records file, its summary and the
-references METEOR scores against, resolved from the top-level settings that name them (caption/schema.py
+references METEOR scores against, resolved from the top-level settings that name them (caption/settings/schema.py
 JobOptions) and checked before anything loads."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from omegaconf import MISSING
 
 from caption.manifest import Manifest, read_manifest
-from caption.option import ConfigError
-from caption.schema import JobOptions
+from caption.settings.option import ConfigError
+from caption.settings.schema import JobOptions
 from video_io.store import StoreError, check_reachable, check_url, fetched_copy, is_url
 
 

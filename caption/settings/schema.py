@@ -2,11 +2,11 @@
 
 JobSchema holds the top-level settings (JobOptions, which the job reads as one object) and types each
 config group (conf/config.yaml lists them) with its schema: the video, lora, spec and runner groups
-here, sampling in caption/generation.py, engine in caption/engines/options.py, gpu, model and quant in
+here, sampling in caption/settings/generation.py, engine in caption/engines/schema.py, gpu, model and quant in
 quant/schema.py (GROUP_SCHEMAS lists them all). Hydra validates every override against them while it
 composes the config, before anything loads: a wrong type (`limit=abc`, `resume=maybe`) or an unknown
-key (`outptu=x`) stops the job in one line (caption/cli.py says it; caption/config.py refuses a `+key`
-the schemas lack). caption/config.py then reads the top-level settings as JobOptions and each group as
+key (`outptu=x`) stops the job in one line (caption/cli.py says it; caption/settings/config.py refuses a `+key`
+the schemas lack). caption/settings/config.py then reads the top-level settings as JobOptions and each group as
 its schema's dataclass (OmegaConf.to_object), and runs its check(), which holds the ranges and
 cross-key rules a type cannot say. `caption --help` prints each key with its default and help text;
 docs/development.md shows how a setting is added.
@@ -20,10 +20,10 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
-from caption.engines.options import EngineSchema
-from caption.generation import SamplingSchema
-from caption.option import ConfigError, at_least, one_of, option, preset_key
+from caption.engines.schema import EngineSchema
 from caption.prompts import INSTRUCTIONS_KO
+from caption.settings.generation import SamplingSchema
+from caption.settings.option import ConfigError, at_least, one_of, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema
 from video_io.coverage import SHORT_SHOTS
 from video_io.decode import BACKENDS, DecodeSpec
@@ -34,7 +34,7 @@ from video_io.workers import DECODE_TIMEOUT_S
 SCHEMA_NAME = "job_schema"  # conf/config.yaml's defaults list starts with it
 
 
-# what decides whether a key is read (caption/unread.py checks given keys against it)
+# what decides whether a key is read (caption/settings/unread.py checks given keys against it)
 BY_SAMPLING, BY_SEGMENTS = "video.sampling", "video.segments"
 ABLATIONS = ("none", "reverse", "first_frame")
 
@@ -47,7 +47,7 @@ class BenchmarkSchema:
         None, "engine benchmarks only (caption-bench engines): null, the model stops where it likes; "
               "{median: 40, sigma: 0.6, min: 8, max: 200, seed: 0}: every request generates exactly n tokens, "
               "n drawn from a log-normal by (seed, video, task, adapter), the same on every engine "
-              "(caption/forced_lengths.py); needs sampling.max_new_tokens >= max")
+              "(caption/settings/forced_lengths.py); needs sampling.max_new_tokens >= max")
 
 
 # The config groups' schemas. A field without a default (preset_key: MISSING) is set by every preset of
@@ -121,7 +121,7 @@ class VideoSchema:
                                                            "(video_io/scenes.py)", {BY_SEGMENTS: ("auto", "scenes")})
 
     def check(self) -> None:
-        """The values Hydra's types do not bound; ConfigError names the `video.<key>` to fix. (caption/config.py
+        """The values Hydra's types do not bound; ConfigError names the `video.<key>` to fix. (caption/settings/config.py
         builds video_io's DecodeSpec and SegmentSpec from this group, which check their own numbers.)"""
         one_of(self.sampling, MODES, "video.sampling")
         one_of(self.backend, BACKENDS, "video.backend")
@@ -172,7 +172,7 @@ class SpecSchema:
 
     def check(self) -> None:
         """What the chosen method needs; ConfigError names the key. (A draft model's folder and tokenizer
-        are files: caption/config.py checks them.)"""
+        are files: caption/settings/config.py checks them.)"""
         one_of(self.method, SPEC_METHODS, "spec.method")
         if self.method == "none":
             return
@@ -221,7 +221,7 @@ GROUP_SCHEMAS = {"model": ModelSchema, "engine": EngineSchema, "gpu": GpuSchema,
 @dataclass
 class JobOptions:
     """The top-level settings (`key=value` on the command line), declared once: JobSchema composes them
-    with the groups, and the job holds them as this object (caption/config.py JobConfig.options)."""
+    with the groups, and the job holds them as this object (caption/settings/config.py JobConfig.options)."""
     input_dir: str = option(MISSING, "folder crawled recursively for video files, or an object-store prefix "
                                      "(s3://bucket/prefix: docs/object-storage.md)", path=True)
     input_list: Optional[str] = option(None, "instead of input_dir: a Parquet, CSV or JSONL file (local or s3://) "
@@ -257,7 +257,7 @@ class JobOptions:
 
     def check(self) -> None:
         """The rules Hydra's types do not say; ConfigError names the key. (Whether input_dir, output,
-        summary_path and references name usable files is caption/job_paths.py's, which resolves them.)"""
+        summary_path and references name usable files is caption/settings/paths.py's, which resolves them.)"""
         if not self.tasks:
             raise ConfigError("`tasks` is empty; use e.g. tasks=[caption]")
         for task in self.tasks:

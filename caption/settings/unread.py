@@ -1,7 +1,7 @@
 """Settings given that the job would not read: refused, with what to add instead.
 
 `video.fps=1` without `video=fps` used to run 8 uniform frames and say nothing. The schemas say which keys
-are read only where other settings hold (caption/schema.py `preset_key` and `option(..., read_when)`,
+are read only where other settings hold (caption/settings/schema.py `preset_key` and `option(..., read_when)`,
 quant/schema.py for the gpu and quant groups): `video.fps` when `video.sampling` is fps, `engine.batch_size`
 on engine hf, `runner.actors` with runner=ray... A key given on the command line (or to the Python API)
 whose condition does not hold in the planned job is refused in one line that says which preset reads it
@@ -17,7 +17,7 @@ from typing import Iterable
 
 from omegaconf import DictConfig, OmegaConf
 
-from caption.config import ConfigError, JobConfig
+from caption.settings.config import ConfigError, JobConfig
 
 # settings the plan resolves: a condition on them is checked against what the plan chose
 RESOLVED = {
@@ -29,7 +29,7 @@ RESOLVED = {
 
 def read_conditions() -> dict[str, dict]:
     """`group.key` -> {setting: condition} for every key a schema marks as read only sometimes."""
-    from caption.schema import GROUP_SCHEMAS
+    from caption.settings.schema import GROUP_SCHEMAS
 
     found = {}
     for group, schema in GROUP_SCHEMAS.items():
@@ -42,7 +42,7 @@ def read_conditions() -> dict[str, dict]:
 def given_keys(overrides) -> list[tuple[str, str]]:
     """(dotted key, the override as given) for each `key=value` override that sets a key (not a group's
     preset, not Hydra's own settings)."""
-    from caption.schema import GROUPS
+    from caption.settings.schema import GROUPS
 
     given = []
     for override in overrides:

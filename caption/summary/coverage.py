@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 FAILED = "failed"  # a left-out reason of this module's: the segment's caption failed (its records say why)
 

@@ -1,4 +1,4 @@
-"""Counting what a job did, the progress bar, and the end-of-job summary (saved; printed by caption/terminal.py)."""
+"""Counting what a job did, the progress bar, and the end-of-job summary (saved; printed by caption/summary/terminal.py)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from caption.console import console
-from caption.coverage import coverage_of_job, coverage_warning
 from caption.engines.base import StageClock
-from caption.outcome import exit_status, interrupts
-from caption.records import keep_existing
+from caption.output.checks import keep_existing
 from caption.scoring import score_captions
+from caption.summary.console import console
+from caption.summary.coverage import coverage_of_job, coverage_warning
+from caption.summary.outcome import exit_status, interrupts
+from caption.summary.terminal import print_plan, print_summary
 from caption.sweep import RESULT_FILE, run_dir, write_result
-from caption.terminal import print_plan, print_summary
 from vidcap_ko.record import record_key
 from vidcap_ko.writing import WriteFailed, write_whole, writing
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 
 @dataclass
@@ -56,7 +56,7 @@ class JobTally:
     earlier_errors: int = 0  # ... as records
     recaptioned: list[str] = field(default_factory=list)  # clips whose file changed, captioned anew
     legacy_videos: int = 0  # clips whose records carry no `source`: done by name only
-    tidy_warning: str | None = None  # the records file could not be tidied at the end (caption/record_store.py)
+    tidy_warning: str | None = None  # the records file could not be tidied at the end (caption/output/records_file.py)
     clock: StageClock = field(default_factory=StageClock)  # the job's side: decode_wait, write
     _bar: Any = None  # a tqdm bar while progress is shown
 
@@ -218,10 +218,10 @@ def peak_rss_gib() -> float:
 
 def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     """The summary of a job that ended (however): scored, warned, saved, printed. A signal meanwhile is
-    noted, not raised (caption/outcome.py interrupts), and the summary says interrupted."""
+    noted, not raised (caption/summary/outcome.py interrupts), and the summary says interrupted."""
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
-    if summary.get("segments_run"):  # how much of the long videos the records caption (caption/coverage.py)
+    if summary.get("segments_run"):  # how much of the long videos the records caption (caption/summary/coverage.py)
         summary["coverage"] = coverage_of_job(job)
     if job.files().references is not None:  # a stopped job too: over the captions it wrote, the rest counted
         # as not captioned. A few seconds; a signal meanwhile ends the job after it, a second one at once

@@ -1,19 +1,19 @@
 """What a job prints on the terminal: the plan, the start lines and their notes, and the end-of-job
-summary in a few lines (every figure is in the summary file: caption/summary.py)."""
+summary in a few lines (every figure is in the summary file: caption/summary/tally.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from caption.console import console
-from caption.coverage import coverage_line
 from caption.scoring import meteor_lines
+from caption.summary.console import console
+from caption.summary.coverage import coverage_line
 from vidcap_ko.writing import free_bytes
 from video_io.crawl import VIDEO_EXTENSIONS, other_suffixes
 
 if TYPE_CHECKING:
-    from caption.config import JobConfig
+    from caption.settings.config import JobConfig
 
 
 def print_summary(summary: dict, path: Path, out=None, full: bool = False, saved: bool = True) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from caption.config import CONF_DIR, REPO_ROOT
+from caption.settings.config import CONF_DIR, REPO_ROOT
 from scripts.docsgen import reference_tables
 from scripts.docsgen.conf_reference import configuration_reference
 from scripts.docsgen.markdown import page, table

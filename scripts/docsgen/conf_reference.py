@@ -3,7 +3,7 @@ config group with its schema's keys (type, default, help) and each option's file
 what it inherits, every key it sets, with its comment).
 
 Sources, read at build time so a new key or a changed default shows up here by itself:
-caption/schema.py (JobSchema's settings with their `option(default, help)` texts, GROUP_SCHEMAS),
+caption/settings/schema.py (JobSchema's settings with their `option(default, help)` texts, GROUP_SCHEMAS),
 quant/schema.py (gpu, model, quant), each field's help text, and conf/<group>/*.yaml.
 """
 
@@ -20,8 +20,8 @@ from scripts.docsgen.markdown import code, page, table
 
 
 def said(condition) -> str:
-    """A read_when condition in words (caption/unread.py reads them)."""
-    from caption.unread import said as in_words
+    """A read_when condition in words (caption/settings/unread.py reads them)."""
+    from caption.settings.unread import said as in_words
 
     return in_words(condition)
 
@@ -37,7 +37,7 @@ def schema_rows(schema) -> list[list]:
             default = code(value)
         help_text = f.metadata.get("help", "")  # every field has it (tests/test_config_defaults.py)
         read_when = f.metadata.get("read_when")
-        if read_when:  # the job refuses it given where it does nothing (caption/unread.py)
+        if read_when:  # the job refuses it given where it does nothing (caption/settings/unread.py)
             help_text = f"{help_text}{'; ' if help_text else ''}read only when " + " and ".join(
                 f"`{key}` {said(condition)}" for key, condition in read_when.items())
         rows.append([f"`{f.name}`", f"`{f.type}`", default, help_text])
@@ -45,12 +45,12 @@ def schema_rows(schema) -> list[list]:
 
 
 def top_level_section() -> str:
-    from caption.schema import documented_keys
+    from caption.settings.schema import documented_keys
 
     rows = [[f"`{key}`", code(default) if default != "???" else "required", text]
             for key, default, text in documented_keys()]
     return "\n\n".join(["## Settings outside the groups",
-                        "Typed in `caption/schema.py` (`JobSchema`); `key=value` on the command line.",
+                        "Typed in `caption/settings/schema.py` (`JobSchema`); `key=value` on the command line.",
                         table(["key", "default", "what it does"], rows)])
 
 
@@ -69,8 +69,8 @@ def option_section(group: str, preset, default_option: str) -> str:
 
 
 def group_section(group: str, conf_dir: Path) -> str:
-    from caption.help import GROUP_HELP
-    from caption.schema import GROUP_SCHEMAS
+    from caption.settings.help import GROUP_HELP
+    from caption.settings.schema import GROUP_SCHEMAS
 
     defaults = default_options(conf_dir)
     presets = read_group(conf_dir, group)
@@ -99,7 +99,7 @@ def default_options(conf_dir: Path) -> dict[str, str]:
 
 
 def configuration_reference(conf_dir: Path) -> str:
-    from caption.schema import GROUPS
+    from caption.settings.schema import GROUPS
 
-    return page("caption/schema.py, quant/schema.py and conf/", top_level_section(),
+    return page("caption/settings/schema.py, quant/schema.py and conf/", top_level_section(),
                 *[group_section(group, conf_dir) for group in GROUPS])

@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 
 from caption.bench.harness import HELD_OUT_SEED, compose_config
-from caption.config import REPO_ROOT
 from caption.engines import build_engine
 from caption.job import run_job
 from caption.planning import load_planned_job
+from caption.settings.config import REPO_ROOT
 from eval.meteor import meteor_score
 from video_io.synth.attributes import ClipAttributes
 from video_io.synth.captions_ko import parse_attributes

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from caption.config import REPO_ROOT
 from caption.prompts import INSTRUCTIONS_KO, build_prompt
+from caption.settings.config import REPO_ROOT
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import TASK_ANSWERS, detailed_caption
 

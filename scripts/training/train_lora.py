@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from eval.meteor import meteor_score
 from scripts.training.train_toy import Batcher, decode_and_preprocess, greedy_captions, make_split, synth_version
 from vidcap_ko.families.qwen2_5_vl import transformers_fix

@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from caption.bench.cli import BENCHMARKS
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 ENV = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
                     "HF_HUB_OFFLINE": "1"}

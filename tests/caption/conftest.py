@@ -13,7 +13,7 @@ def job_config(synth_dir, tmp_path_factory):
     """job_config(["engine=hf", ...]) -> validated JobConfig over the synthetic clips."""
     from hydra import compose, initialize_config_dir
 
-    from caption.config import CONF_DIR
+    from caption.settings.config import CONF_DIR
 
     out = tmp_path_factory.mktemp("engine-out") / "unused.jsonl"
 

@@ -95,7 +95,7 @@ def _terminal():
         stream.flush()
     for fd, file in zip((1, 2), files):
         os.dup2(file.fileno(), fd)
-    # on fds 1 and 2 themselves, as a process's are: they follow the job's redirection (caption/console.py)
+    # on fds 1 and 2 themselves, as a process's are: they follow the job's redirection (caption/summary/console.py)
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)
     ours = sys.stdout, sys.stderr
@@ -125,8 +125,8 @@ def _terminal():
 def _process_state_restored():
     from hydra.core.global_hydra import GlobalHydra
 
-    from caption.console import console
-    from caption.outcome import interrupts
+    from caption.summary.console import console
+    from caption.summary.outcome import interrupts
 
     environ, cwd, argv = dict(os.environ), os.getcwd(), list(sys.argv)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}

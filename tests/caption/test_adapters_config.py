@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from caption.config import ConfigError
 from caption.planning import load_planned_job
+from caption.settings.config import ConfigError
 
 ADAPTER = "assets/adapters/vidcap-ko-detailed"
 

@@ -15,7 +15,7 @@ import pytest
 
 from caption import ConfigError
 from caption.api import Captioner, overrides_of
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")

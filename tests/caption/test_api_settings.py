@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 BASE = ["engine=hf", "video.workers=0", "references=null"]  # the Captioner's own settings, the command's too

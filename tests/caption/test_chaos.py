@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

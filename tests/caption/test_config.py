@@ -8,8 +8,8 @@ import re
 import pytest
 
 from caption import planning
-from caption.config import ConfigError, load_job_config
 from caption.planning import load_planned_job, plan_job
+from caption.settings.config import ConfigError, load_job_config
 
 
 def test_defaults_compose_to_the_embedded_model_on_vllm_cpu(compose_config, synth_dir, tmp_path, model_dir):
@@ -82,11 +82,11 @@ def test_groups_switch(compose_config, synth_dir, tmp_path):
     (["spec=ngram", "spec.num_speculative_tokens=0"], "`spec.num_speculative_tokens` must be > 0"),
 ])
 def test_invalid_settings_name_the_key(compose_config, synth_dir, tmp_path, overrides, message):
-    """Hydra refuses a wrong type or an unknown key while composing (the schemas, caption/schema.py),
+    """Hydra refuses a wrong type or an unknown key while composing (the schemas, caption/settings/schema.py),
     load_job_config a wrong value; either way one line names the key."""
     from hydra.errors import ConfigCompositionException
 
-    from caption.help import explain_composition_error
+    from caption.settings.help import explain_composition_error
 
     args = {"input_dir": f"input_dir={synth_dir}", "output": f"output={tmp_path / 'o.jsonl'}"}
     args.update((o.split("=")[0], o) for o in overrides)  # an override replaces the default of its key

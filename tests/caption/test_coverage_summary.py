@@ -1,8 +1,8 @@
-"""caption/coverage.py: a job's seconds captioned, read back from its segment records."""
+"""caption/summary/coverage.py: a job's seconds captioned, read back from its segment records."""
 
 from __future__ import annotations
 
-from caption.coverage import coverage_line, coverage_warning, job_coverage, video_coverage
+from caption.summary.coverage import coverage_line, coverage_warning, job_coverage, video_coverage
 
 COVER = {"duration_s": 20.0, "segments_s": 17.0, "transitions_s": 1.0, "left_out_s": 3.0}
 

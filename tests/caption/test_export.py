@@ -19,11 +19,11 @@ import pytest
 import srt
 import webvtt
 
-from caption.config import REPO_ROOT
 from caption.export.cli import main as export_main
 from caption.export.cues import MIN_CUE_S
 from caption.export.tables import NAMES
 from caption.pipeline.record import base_record
+from caption.settings.config import REPO_ROOT
 from vidcap_ko.exit_status import EXIT_USAGE, EXIT_WRITE_FAILED
 
 JOB = SimpleNamespace(model=SimpleNamespace(name="vidcap-ko-tiny"), engine="vllm", caption_warnings=[], foreign_footage=None, adapters=(),

@@ -9,10 +9,10 @@ import weakref
 
 import pytest
 
-from caption.config import ConfigError
 from caption.engines.base import Request, RequestStream
-from caption.forced_lengths import ForcedLengths
 from caption.prompts import build_prompt
+from caption.settings.config import ConfigError
+from caption.settings.forced_lengths import ForcedLengths
 
 LENGTHS = ForcedLengths(median=40, sigma=0.6, min=8, max=200, seed=0)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from caption.config import ConfigError
 from caption.engines.base import Request
 from caption.planning import load_planned_job
 from caption.prompts import build_prompt
-from caption.unread import check_settings_read
+from caption.settings.config import ConfigError
+from caption.settings.unread import check_settings_read
 
 
 def _job(compose_config, synth_dir, tmp_path, *overrides):

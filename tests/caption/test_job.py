@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from caption.config import REPO_ROOT
 from caption.job import run_job
+from caption.settings.config import REPO_ROOT
 from tests.caption.browser import dump_dom
 from tests.caption.in_process import run_caption
 

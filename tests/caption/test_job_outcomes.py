@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from caption.outcome import EngineDied
+from caption.summary.outcome import EngineDied
 from tests.caption.in_process import run_caption
 from tests.caption.processes import HELD, hold_a_decoder
 from vidcap_ko.exit_status import (
@@ -254,7 +254,7 @@ def test_an_engine_that_breaks_is_restarted_and_the_job_goes_on(job_config, synt
     engine step) is sent straight to the real engine, bypassing the job's admission check: the requests in
     flight get error records, a new engine takes the ones not yet started, and later requests succeed."""
     from caption.pipeline.supervisor import EngineSupervisor
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
     from video_io.decode import decode_clip
 
     job = job_config(["engine=vllm", "engine.max_restarts=1", "engine.max_inflight=2"])
@@ -276,7 +276,7 @@ def test_an_engine_that_breaks_is_restarted_and_the_job_goes_on(job_config, synt
 
 def test_an_engine_that_keeps_breaking_stops_the_job_with_the_plan_and_a_hint(job_config, synth_dir):
     from caption.pipeline.supervisor import EngineSupervisor
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
     from video_io.decode import decode_clip
 
     job = job_config(["engine=vllm", "engine.max_restarts=0"])
@@ -322,7 +322,7 @@ def test_a_model_that_does_not_load_ends_the_job_in_one_line_and_a_rerun_caption
 
 
 def test_admission_refuses_what_would_break_the_engine():
-    from caption.admission import PositionLimits, refusal
+    from caption.pipeline.admission import PositionLimits, refusal
 
     limits = PositionLimits(max_positions=1024, temporal_patch_size=2, tokens_per_second=2, fps_scaled=True)
     good = {"fps": 30.0, "duration": 10.0, "total_num_frames": 300, "frames_indices": list(range(0, 300, 38))}
@@ -347,8 +347,8 @@ def test_admission_refuses_what_would_break_the_engine():
 ])
 def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch, raised, hint):
     """The library's reason in one line (a multi-line message folded), then what to do about that kind of failure."""
-    from caption.outcome import EngineDidNotLoad
     from caption.pipeline import supervisor
+    from caption.summary.outcome import EngineDidNotLoad
 
     def fails(spec):
         raise raised
@@ -384,8 +384,8 @@ sys.meta_path[:] = [NoTorchvision(f) if hasattr(f, "find_spec") else f for f in 
 
 from hydra import compose, initialize_config_dir
 
-from caption.config import CONF_DIR
-from caption.outcome import EngineDidNotLoad
+from caption.settings.config import CONF_DIR
+from caption.summary.outcome import EngineDidNotLoad
 from caption.pipeline.supervisor import load_engine_or_say_why
 from caption.planning import load_planned_job
 
@@ -404,7 +404,7 @@ def test_a_model_that_does_not_load_for_a_missing_torchvision_says_which_build_t
     command for the build that fits the torch there, not the damaged-checkpoint advice."""
     from importlib.metadata import version
 
-    from caption.config import REPO_ROOT
+    from caption.settings.config import REPO_ROOT
     from vidcap_ko.torchvision_shim import install_line
 
     done = subprocess.run([sys.executable, "-c", HIDE_TORCHVISION_AND_LOAD, f"input_dir={synth_dir}",
@@ -514,7 +514,7 @@ def test_a_commands_earlier_summary_stays_in_its_run_folder_and_is_kept_beside_t
 
 
 def test_a_failed_segment_is_named_in_tenths_of_a_second_as_the_page_names_it():
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
 
     tally = JobTally()
     tally.count({"video": "reel.mp4", "task": "caption", "adapter": None, "status": "error", "error": "decode: x",

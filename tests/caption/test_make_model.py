@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from caption.config import CONF_DIR, REPO_ROOT
 from caption.make_model import FAMILY_NAMES, MakeModelError, build_config, make_checkpoint, shapes
 from caption.make_model.common import is_embedding, meta_model, release_tensors
 from caption.prompts import build_prompt
+from caption.settings.config import CONF_DIR, REPO_ROOT
 
 GREEDY_TOKENS = 16
 FRAME_SIDE = 64  # tiny frames keep both engines small

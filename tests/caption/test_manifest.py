@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from caption.manifest import read_manifest
-from caption.option import ConfigError
+from caption.settings.option import ConfigError
 from tests.support.s3_server import folder_files
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from caption.overrides import hydra_quote, paths_as_typed
+from caption.settings.overrides import hydra_quote, paths_as_typed
 from tests.caption.in_process import run_command
 
 BIN = os.path.dirname(sys.executable)

@@ -29,11 +29,11 @@ def test_any_iterable_is_a_request_stream_that_takes_requests_back_at_its_front(
 def test_a_clip_that_does_not_decode_is_recorded_before_the_next_result(job_config, synth_dir, hf_engine, tmp_path):
     """A clip the decoder cannot read becomes a Refusal in the requests stage; the generate stage hands it
     on just before the engine's next result, and the record stage makes its error record."""
-    from caption.admission import PositionLimits
     from caption.pipeline import caption_clips
+    from caption.pipeline.admission import PositionLimits
     from caption.pipeline.decode import decode_locally
     from caption.pipeline.supervisor import EngineSupervisor
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
     from video_io.workers import DecodePool
 
     job = job_config(["engine=hf"])
@@ -76,7 +76,7 @@ def test_the_first_batch_is_decoded_while_the_engine_loads(job_config, synth_dir
     import time
 
     from caption.runners.local import LocalRunner
-    from caption.summary import JobTally
+    from caption.summary.tally import JobTally
 
     job = job_config(["engine=hf", "engine.batch_size=4", "video.workers=2"])
     assert job.engine_spec.first_clips == 4

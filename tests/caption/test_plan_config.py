@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from caption.config import ConfigError
 from caption.planning import load_planned_job
+from caption.settings.config import ConfigError
 
 
 def _job(compose_config, synth_dir, tmp_path, *overrides):
@@ -132,7 +132,7 @@ def test_nvdec_is_refused_before_loading_where_it_cannot_run(compose_config, syn
 def test_the_start_lines_say_the_decoders_run_on_nvdec(compose_config):
     import io
 
-    from caption.terminal import print_job_start
+    from caption.summary.terminal import print_job_start
 
     job = load_planned_job(compose_config(["plan_only=true", "gpu=h100", "model=qwen2_5_vl_7b",
                                            "video.backend=nvdec", "video.workers=6"]))
@@ -185,8 +185,8 @@ def test_the_start_lines_name_a_log_only_while_the_terminal_is_quiet(compose_con
     earlier job's file gets none of its lines."""
     import io
 
-    from caption.console import console
-    from caption.terminal import print_job_start
+    from caption.summary.console import console
+    from caption.summary.terminal import print_job_start
 
     job = load_planned_job(compose_config(["plan_only=true"]))
     log = tmp_path / "caption.log"

@@ -179,7 +179,7 @@ def test_a_second_job_on_the_same_output_is_refused_and_a_killed_one_leaves_no_l
 
 def test_the_python_api_is_refused_before_an_engine_loads(tmp_path, synth_dir):
     from caption import Captioner, OutputBusy
-    from caption.output_lock import OutputLock
+    from caption.output.lock import OutputLock
 
     out = tmp_path / "o.jsonl"
     with OutputLock.acquire(out), Captioner(engine="hf") as captioner:  # another job (here: this process) holds it
@@ -280,9 +280,9 @@ def test_an_output_reached_through_a_link_is_one_output(tmp_path, broken_three, 
     file and the link stays a link. A hard link (two names of one file) is refused: tidying replaces the
     file under one name only."""
     from caption.job import check_outputs
-    from caption.output_lock import OutputBusy, OutputLock
+    from caption.output.checks import OutputRefused
+    from caption.output.lock import OutputBusy, OutputLock
     from caption.planning import load_planned_job
-    from caption.records import OutputRefused
 
     real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
     link.symlink_to(real.name)  # relative, dangling until the first record

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from caption.record_store import RecordStore
-from caption.records import OutputRefused, check_summary
+from caption.output.checks import OutputRefused, check_summary
+from caption.output.records_file import RecordStore
 
 
 def _rec(video, status="ok", task="caption"):

@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from caption.config import ConfigError
 from caption.planning import load_planned_job
-from caption.terminal import print_plan
+from caption.settings.config import ConfigError
+from caption.summary.terminal import print_plan
 from vidcap_ko.families import get_family
 
 STOP = get_family("qwen2_5_vl").stop

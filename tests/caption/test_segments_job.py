@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from caption.job import run_job
-from caption.records import OutputRefused
+from caption.output.checks import OutputRefused
 from tests.caption.in_process import run_caption, run_command
 from video_io.identity import file_identity
 

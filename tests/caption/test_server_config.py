@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from caption.config import ConfigError, load_job_config
-from caption.engines.options import EngineSchema
+from caption.engines.schema import EngineSchema
 from caption.engines.server_api import ServerError, ServerGone, call
+from caption.settings.config import ConfigError, load_job_config
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 URL = "engine.base_url=http://127.0.0.1:9/v1"
@@ -71,7 +71,7 @@ def test_a_url_with_credentials_never_reaches_the_run_folder(tmp_path, synth_dir
 
 
 def test_the_plan_says_what_a_server_leaves_unplanned(compose_config):
-    from caption.config import load_job_config as load
+    from caption.settings.config import load_job_config as load
     from quant.server_plan import make_server_plan
 
     model = load(compose_config(["plan_only=true"])).model.preset

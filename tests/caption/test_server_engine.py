@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from caption.bench.server import server_process
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from tests.caption.in_process import run_caption, run_command
 from vidcap_ko.exit_status import EXIT_ENGINE_DIED, EXIT_FAILED_RECORDS, EXIT_OK, EXIT_USAGE
 from video_io.identity import file_identity
@@ -125,7 +125,7 @@ def _direct_body(clip, instruction: str, model: str, sampling: dict) -> dict:
 
 def _decoded(compose_config, folder: Path):
     """The job's clips as its decoder gives them (the settings of the jobs here)."""
-    from caption.config import load_job_config
+    from caption.settings.config import load_job_config
     from video_io.decode import decode_clip
 
     spec = load_job_config(compose_config([f"input_dir={folder}", f"output={folder}/unused.jsonl"])).decode

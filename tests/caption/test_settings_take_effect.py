@@ -1,5 +1,5 @@
 """Settings take effect or are refused: a key the chosen presets would not read (the schemas say which:
-caption/unread.py), and a CUDA tier on a machine without its GPU, stop the real command and the Python
+caption/settings/unread.py), and a CUDA tier on a machine without its GPU, stop the real command and the Python
 API before anything loads, in one line with what to add (exit status 2)."""
 
 from __future__ import annotations

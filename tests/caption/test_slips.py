@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from caption.schema import documented_keys
+from caption.settings.schema import documented_keys
 from tests.caption.in_process import run_caption
 from vidcap_ko.exit_status import EXIT_USAGE
 
@@ -66,7 +66,7 @@ def test_help_describes_every_setting_and_group(tmp_path):
 
 
 def test_the_start_lines_say_adapter_sampling_and_speculation(job_config, capsys):
-    from caption.terminal import print_job_start
+    from caption.summary.terminal import print_job_start
 
     job = job_config(["lora=detailed", "spec=ngram", "sampling=factual"])
     print_job_start(job, 6, 6, 0, [])

@@ -75,7 +75,7 @@ def test_quantization_sweep_on_a_cpu_without_avx512_refuses_4bit_and_runs_the_re
                                                                                   two_clips_with_references):
     """The same sweep as a CPU without AVX-512 runs it (any machine): the GPTQ job becomes a refused row
     saying why and what to use instead, before loading; the other job runs; the sweep exits 0."""
-    from caption.config import REPO_ROOT
+    from caption.settings.config import REPO_ROOT
 
     no_avx512 = REPO_ROOT / "tests" / "support" / "no_avx512"  # see its sitecustomize.py
     sweep, _ = _sweep(tmp_path, "quant=none,gptq", "gpu=cpu", f"input_dir={two_clips_with_references}",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from caption.config import ConfigError
 from caption.job import run_job
 from caption.make_model import make_checkpoint
 from caption.planning import load_planned_job
+from caption.settings.config import ConfigError
 from quant.memory import kept_video_tokens
 
 SIDE = 56  # the embedded model's frame size: exact, so the plan's count is the clip's, not a bound

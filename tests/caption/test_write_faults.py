@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from caption.record_store import RecordStore
-from caption.summary import save_summary
+from caption.output.records_file import RecordStore
+from caption.summary.tally import save_summary
 from tests.caption.in_process import run_caption
 from vidcap_ko.exit_status import EXIT_WRITE_FAILED
 from vidcap_ko.writing import WriteFailed, check_writable

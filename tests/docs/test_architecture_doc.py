@@ -8,8 +8,8 @@ import ast
 import importlib
 import re
 
-from caption.config import REPO_ROOT
 from caption.pipeline import STAGES
+from caption.settings.config import REPO_ROOT
 
 ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
 HEADING = "## The stages of one clip"

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from caption.config import CONF_DIR, REPO_ROOT
+from caption.settings.config import CONF_DIR, REPO_ROOT
 from scripts.docsgen import build
 from scripts.docsgen.record import record
 

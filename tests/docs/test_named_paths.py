@@ -17,7 +17,7 @@ import subprocess
 import tokenize
 from functools import cache
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 EXTENSIONS = ("py", "md", "yaml", "yml", "json", "jsonl", "toml", "sh", "txt", "html", "js", "css", "svg", "png",
               "jinja", "csv")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 MAX_LINES = 200
@@ -55,7 +55,7 @@ def _caption_overrides(args: list[str], tmp_path) -> list[str]:
 def check_caption(args: list[str], tmp_path) -> None:
     from hydra import compose, initialize_config_dir
 
-    from caption.config import CONF_DIR, load_job_config
+    from caption.settings.config import CONF_DIR, load_job_config
 
     if "plan_only=true" in args:  # a plan needs no weights and no clips: run the real command
         done = subprocess.run([sys.executable, "-m", "caption", *args, f"hydra.run.dir={tmp_path}/run"],

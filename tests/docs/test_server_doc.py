@@ -11,7 +11,7 @@ import shlex
 import subprocess
 import sys
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 SERVER_DOC = REPO_ROOT / "docs" / "server.md"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from caption.config import CONF_DIR, REPO_ROOT
 from caption.make_model import FAMILY_NAMES, build_config
 from caption.make_model.common import meta_model
 from caption.prompts import SYSTEM_PROMPT_KO, build_prompt
+from caption.settings.config import CONF_DIR, REPO_ROOT
 from quant import memory
 from vidcap_ko import families
 from vidcap_ko.families import FAMILIES, Family, UnknownFamily, family_of_checkpoint, get_family

@@ -95,7 +95,7 @@ def test_quant_imports_no_video_caption_or_eval_code():
 def test_a_preset_given_as_a_dict_is_checked_against_its_schema():
     """The planner and the quant CLI take plain dicts: a key the schema lacks or one every preset sets
     left out is named in one line, from the schema's own list of keys (quant/schema.py preset_values)."""
-    from quant.request import check_model_keys
+    from quant.request_size import check_model_keys
 
     with pytest.raises(PlanError, match=r"^`gpu.vram_gb` is not a gpu setting; known: name, device, vram_gib"):
         Tier.from_config(dict(presets.load("gpu", "l4"), vram_gb=24))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 
 SETUP = REPO_ROOT / "scripts" / "setup.sh"
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"

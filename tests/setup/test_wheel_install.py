@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from caption.config import REPO_ROOT
+from caption.settings.config import REPO_ROOT
 from tests.caption.in_process import run_caption
 
 WORK = REPO_ROOT / "build" / "wheel-install"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from quant.memory import vision_tokens
-from quant.request import clip_vision_tokens
+from quant.request_size import clip_vision_tokens
 from tests.video_io.clipmakers import read_code, write_clip
 from vidcap_ko.families import get_family
 from video_io import seek as seek_modes

@@ -54,7 +54,7 @@ class Family:
     temporal_groups: Callable[[dict, int], int] | None
 
     # what the engines must know
-    fps_scaled_positions: bool  # temporal positions scale with 1/fps (caption/admission.py bounds them)
+    fps_scaled_positions: bool  # temporal positions scale with 1/fps (caption/pipeline/admission.py bounds them)
     vllm_vision_on_turing: bool  # vLLM has a vision-attention backend for this family on sm75 (T4)
     transformers_fix: Callable[[], bool] | None  # patches the installed transformers where it is wrong
 

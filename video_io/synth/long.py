@@ -14,7 +14,7 @@ bytes (x264 on one thread, without mbtree, as caption-synth).
 
 Each scene's references also go to <out>/references.jsonl, one line per scene with its times
 ({"video", "start_s", "end_s", "clip", "references"}), which caption-meteor and the caption job
-score a segment's caption against (eval/records.py match).
+score a segment's caption against (eval/inputs.py match).
 
 Ground truth, one JSON line per video in <out>/scenes.jsonl:
   {"video", "duration_s", "fps", "frames", "width", "height",
