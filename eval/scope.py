@@ -62,11 +62,11 @@ def scored_task(labels: set[str], task: str | None, field_named: bool) -> str | 
 def declared_fields() -> dict[str, str]:
     """adapter name -> the references field a conf/lora/ preset declares for it (names declared with two
     different fields are left out: the preset cannot be told)."""
-    from quant import presets
+    from vidcap_ko.settings import load_preset, options
 
     found: dict[str, set[str]] = {}
-    for option in presets.options("lora"):
-        for adapter in presets.load("lora", option).get("adapters") or []:
+    for option in options("lora"):
+        for adapter in load_preset("lora", option).get("adapters") or []:
             found.setdefault(str(adapter.get("name")), set()).add(str(adapter.get("references_field") or BASE_FIELD))
     return {name: fields.pop() for name, fields in found.items() if len(fields) == 1}
 

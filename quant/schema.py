@@ -13,23 +13,12 @@ checks that no preset repeats a default written here, nor a value its parent pre
 from __future__ import annotations
 
 from dataclasses import MISSING as NO_DEFAULT
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional
 
 from omegaconf import MISSING
 
-
-def setting(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
-    """A schema field: its default (MISSING: every preset of the group sets it), its help text (`caption
-    --help`, the configuration reference), `read_when`: the settings under which the job reads it
-    ({setting: the values it must have, a tuple, or a comparison such as "> 0"}; caption/settings/unread.py refuses
-    such a key given where it would do nothing), `path`: its value is a file or folder. Lists and dicts
-    take a copy per config. caption/settings/option.py declares the job's own keys with it."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
+from vidcap_ko.settings import setting
 
 # Keys read only where other settings hold. gpu.device and quant.method are the plan's: the tier gpu=auto
 # resolved to, the method quant=auto chose.

@@ -167,7 +167,7 @@ def _leaf_fields(schema, prefix: str = ""):
 
 def test_every_setting_says_what_it_does():
     """Each key of every schema (the job's, each group's, recursively) carries its help text in its one
-    declaration (option(), preset_key(), quant/schema.py setting()): `caption --help` and the
+    declaration (option(), preset_key(), vidcap_ko/settings.py setting()): `caption --help` and the
     configuration reference read it there."""
     from caption.settings.schema import JobSchema
 

@@ -15,7 +15,7 @@ from omegaconf import MISSING
 from caption.settings.config import CONF_DIR
 from caption.settings.option import closest
 from caption.settings.schema import GROUP_SCHEMAS, GROUPS, documented_keys, known_keys
-from quant.presets import default_options
+from vidcap_ko.settings import default_options
 
 GROUP_HELP = {
     "model": "the checkpoint and its family: prompt, frames, architecture numbers for the planner",

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from quant.schema import setting
+from vidcap_ko.settings import setting
 
 
 class ConfigError(ValueError):
@@ -21,7 +21,7 @@ class ConfigError(ValueError):
 def option(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
     """A schema field with a default of its own, its help text (`caption --help`), `read_when`: the
     settings under which the job reads it, `path`: its value is a file or folder, taken as typed on the
-    command line (caption/settings/overrides.py). The metadata's shape is quant/schema.py setting()'s."""
+    command line (caption/settings/overrides.py). The metadata's shape is vidcap_ko/settings.py setting()'s."""
     return setting(default, help, read_when, path)
 
 
