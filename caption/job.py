@@ -39,7 +39,7 @@ from caption.scoring import check_references
 from caption.settings.config import JobConfig, load_job_config
 from caption.settings.unread import check_settings_read
 from caption.summary.console import console
-from caption.summary.outcome import FailFast, interrupts, stops_recorded
+from caption.summary.outcome import FailFast, JobInterrupted, interrupts, stops_recorded
 from caption.summary.tally import JobTally, finish, report_plan, reset_peak_rss
 from caption.summary.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
 from vidcap_ko.record import Record, record_key
@@ -203,12 +203,16 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
         if record.get("segments") and record["video"] not in counted:  # counted as one clip so far
             counted.add(record["video"])
             tally.expect((record["segments"] - 1) * len(record_keys(job, record["video"])))
-        with tally.clock("write"):
+        # a signal waits while a record is written and counted: a record in the file is a record the summary
+        # counts (a signal between the two left one record uncounted), and the job stops right after it
+        with tally.clock("write"), interrupts.shield():
             record["source"] = sources.of(record)
             if record["video"] in extras:  # the row's other columns, to join the captions back to their table
                 record["manifest"] = extras[record["video"]]
             store.write(record)
             tally.count(record)
+        if interrupts.received:
+            raise JobInterrupted()
         if job.options.fail_fast and record["status"] == "error":
             raise FailFast(record["video"])
         yield record
