@@ -24,7 +24,6 @@ from caption.output.checks import check_output, check_settings, check_summary
 from caption.output.lock import OutputLock
 from caption.output.provenance import (
     InputFolder,
-    SourceIdentities,
     changed_files,
     legacy_videos,
     made_from_another_file,
@@ -185,17 +184,13 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
 
 
 def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[Record]:
-    """Start the runner and write each record it gives as it comes (yielding it), with the identity of
-    the file it was made from (as its decoder read it: caption/output/provenance.py)."""
-    sources = SourceIdentities(job.files().input_dir, todo)
-    manifest = job.files().manifest
-    extras = manifest.extras if manifest is not None else {}
+    """Start the runner and write each record it gives as it comes (yielding it)."""
     folder = InputFolder(job.files().input_dir)
-    runner.start(todo)
+    runner.start(todo, store, tally)
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.options.progress)
     counted = {key for key, _ in todo if key in store.segments}  # videos whose segments _pending counted
-    for record in runner.records(todo, store, tally):
+    for record in runner.records():
         if store.done(record_key(record)):  # a clip retried after its actor died may come twice
             continue
         if record["status"] == "error":  # failed because the whole folder went away? then stop, no record
@@ -206,9 +201,6 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
         # a signal waits while a record is written and counted: a record in the file is a record the summary
         # counts (a signal between the two left one record uncounted), and the job stops right after it
         with tally.clock("write"), interrupts.shield():
-            record["source"] = sources.of(record)
-            if record["video"] in extras:  # the row's other columns, to join the captions back to their table
-                record["manifest"] = extras[record["video"]]
             store.write(record)
             tally.count(record)
         if interrupts.received:

@@ -6,12 +6,12 @@ the file and line; the CLI prints it as one line and exits with status 2.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator, cast
 
-from vidcap_ko.record import STATUSES
+from vidcap_ko.record import STATUSES, NotRecords, Record, parse_records
 
 __all__ = ["InputError", "Prediction", "Reference", "read_predictions", "read_references", "match"]
 
@@ -85,18 +85,15 @@ def read_text(path: Path, error: type[Exception] = InputError, expected: str = "
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _lines(path: Path):
-    for no, raw in enumerate(read_text(path).split("\n"), 1):
-        if raw.strip():
-            yield no, raw
-
-
-def _records(path: Path):
-    for no, raw in _lines(path):
-        try:
-            rec = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line's JSON object (a prediction file's records, a references file's entries), with its line
+    number; read as the job's records are (vidcap_ko/record.py), each field checked by its reader here.
+    A half-written last line is an error here: a score over part of a file would read as the whole's."""
+    try:
+        read = parse_records(read_text(path).split("\n"), half_written_last=False, checked=False)
+    except NotRecords as exc:
+        raise InputError(f"{path}:{exc.line}: {exc.why}") from None
+    for no, rec in read.records:
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{no}: expected a JSON object, got {type(rec).__name__}")
         yield no, rec
@@ -164,7 +161,8 @@ def read_predictions(path: Path) -> list[Prediction]:
 
 def _read_predictions(path: Path) -> list[Prediction]:
     preds = []
-    for no, rec in _records(path):
+    for no, fields in _records(path):
+        rec = cast(Record, fields)  # a caption job's record (vidcap_ko/record.py), each field checked here
         video = _video(path, no, rec)
         if "status" not in rec:
             raise InputError(f"{path}:{no}: missing field 'status' (expected 'ok' or 'error')")

@@ -9,12 +9,11 @@ the one written last (the lowest in the file) wins, and the count of those repla
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.inputs import NONE_LABEL, read_text
-from vidcap_ko.record import RECORD_PREFIX, is_record, settings_labels
+from vidcap_ko.record import NotRecords, Record, parse_records, settings_labels
 
 DEFAULT_TASK = "caption"
 
@@ -49,26 +48,18 @@ def identity(record: dict) -> tuple:
             label(record.get("settings_id")), label(where))
 
 
-def _parse(path: Path, text: str) -> tuple[list[dict], list[str]]:
-    lines = text.split("\n")
-    records, notes = [], []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if no == len(lines) and line.encode("utf-8").startswith(RECORD_PREFIX):
-                # no newline after it: a job still writing (or killed) mid-record
-                notes.append(f"{path}:{no}: half-written last record left out")
-                continue
-            raise ExportError(f"{path}:{no}: not a JSONL file of caption records (malformed JSON: {exc.msg} "
-                              f"at column {exc.colno})") from None
-        if not is_record(record):
-            raise ExportError(f"{path}:{no}: not a caption record (needs 'video' and 'status' ok|error)")
+def _parse(path: Path, text: str) -> tuple[list[Record], list[str]]:
+    try:
+        read = parse_records(text.split("\n"))
+    except NotRecords as exc:
+        what = (f"not a JSONL file of caption records ({exc.why})" if exc.why.startswith("malformed JSON")
+                else exc.why)
+        raise ExportError(f"{path}:{exc.line}: {what}") from None
+    records = []
+    for no, record in read.records:
         record["_line"] = no
         records.append(record)
-    return records, notes
+    return records, [f"{path}:{note}" for note in read.notes]
 
 
 def load(path: Path) -> Loaded:

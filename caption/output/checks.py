@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from caption.output.settings_ids import IdKey, SettingsIds
-from vidcap_ko.record import RECORD_PREFIX, is_record, segment_index
+from vidcap_ko.record import RECORD_PREFIX, Record, is_record, segment_index
 from vidcap_ko.writing import writing
 
 # (task, adapter, segmented) -> the settings_id this job gives such records, and which records are its
@@ -31,7 +31,7 @@ ExpectedKey = IdKey  # (task, adapter, segmented)
 Expected = SettingsIds
 
 
-def expected_key(record: dict) -> ExpectedKey:
+def expected_key(record: Record) -> ExpectedKey:
     """The key of a record's settings_id in Expected."""
     return record.get("task", "caption"), record.get("adapter"), segment_index(record) is not None
 
@@ -40,7 +40,7 @@ class OutputRefused(Exception):
     """`output` (or the summary file) is not the job's to write; the message says what to change."""
 
 
-def dumps_record(record: dict) -> str:
+def dumps_record(record: Record) -> str:
     """One JSON line. File names that are not UTF-8 reach us as surrogate escapes (os.fsdecode):
     those are written \\u-escaped, which json reads back to the same key, so resume still matches."""
     line = json.dumps(record, ensure_ascii=False)

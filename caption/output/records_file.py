@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from caption.output.checks import Expected, check_output, dumps_record, expected_key, kept_name
-from vidcap_ko.record import Record, RecordKey, record_key, segment_index
+from vidcap_ko.record import Record, RecordKey, parse_records, record_key, segment_index
 from vidcap_ko.writing import WriteFailed, write_whole, writing
 
 LEGACY_SOURCE = "none recorded"  # RecordStore.sources for a record written before records had `source`
@@ -87,8 +87,8 @@ class RecordStore:
             self.repaired_bytes = len(data) - end
             with open(self.path, "r+b") as f:
                 f.truncate(end)
-        for line in data[:end].split(b"\n")[:-1]:
-            record = json.loads(line.decode("utf-8"))
+        # every line is a record: check_output refused the file otherwise, before this job took its lock
+        for _, record in parse_records(data[:end].split(b"\n")[:-1], half_written_last=False).records:
             if self.counts(record):
                 self._note(record)
 
@@ -240,7 +240,8 @@ class RecordStore:
             for record in records:
                 if (record_key(record), record.get("settings_id"), json.dumps(record.get("source"), sort_keys=True)) in filed:
                     continue  # filed already by a run stopped before it could tidy
-                note = {"superseded_at": stamp, "superseded_because": self._replaced_videos[record["video"]]}
-                f.write(dumps_record(record | note).encode("utf-8"))
+                moved = record.copy()
+                moved["superseded_at"], moved["superseded_because"] = stamp, self._replaced_videos[record["video"]]
+                f.write(dumps_record(moved).encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())

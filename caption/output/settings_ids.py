@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from vidcap_ko.record import Record
+
 
 def digest(*parts) -> str:
     """sha256 (hex) of the parts in order: bytes as they are, anything else as sorted-key JSON."""
@@ -67,7 +69,7 @@ class SettingsIds:
     def items(self):
         return self.ids.items()
 
-    def owns(self, key: IdKey, record: dict) -> bool:
+    def owns(self, key: IdKey, record: Record) -> bool:
         """Whether `record` (whose expected_key is `key`, one of this job's) was made with this job's settings."""
         found = record.get("settings_id")
         if found == self.ids[key]:

@@ -14,8 +14,9 @@ import numpy as np
 from caption.engines.base import Request, RequestStream
 from caption.pipeline.admission import PositionLimits, refusal
 from caption.pipeline.record import Refusal, record_keys
+from caption.pipeline.stage import Batch, Place, Stage
 from caption.prompts import build_prompt
-from vidcap_ko.record import RecordKey
+from vidcap_ko.record import RecordKey, Reported
 from video_io.decode import Clip
 from video_io.decoder_process import DecodeResult
 
@@ -25,6 +26,28 @@ if TYPE_CHECKING:
     from caption.summary.tally import JobTally
 
 _END = object()
+
+
+class RequestsStage(Stage):
+    """Runs beside the engine, which pulls its requests from this stage as it goes; it checks each clip
+    against the model's position limits, read once from its checkpoint."""
+
+    name, worker, takes = "requests", "engine", "DecodedClips"
+    gives = ("a Request per (task, adapter), as the RequestStream the engine pulls; a Refusal per clip that "
+             "did not decode or that the engine cannot take")
+
+    def __init__(self, job: JobConfig, place: Place):
+        super().__init__(job, place)
+        self.limits: PositionLimits | None = None
+
+    def setup(self) -> None:
+        model = self.job.model
+        self.limits = PositionLimits.from_checkpoint(model.path, model.family, model.max_model_len)
+
+    def process(self, decoded: DecodedClips, batch: Batch) -> RequestIntake:
+        if self.limits is None:
+            raise RuntimeError("RequestsStage.process: call setup() first")
+        return RequestIntake(decoded, batch.keys(), self.job, batch.done, batch.tally, self.limits)
 
 
 def apply_ablation(clip: Clip, ablation: str) -> np.ndarray[Any, Any]:
@@ -94,10 +117,9 @@ class RequestIntake(RequestStream):
         if segment is not None and segment.index == 0:
             self.tally.scan_s += result.scan_s
         clip = result.clip
-        read_from = {"source": result.source} if result.source is not None else {}  # the file the decoder read
         if clip is None:  # not decoded: result.error says why
             self.refused.append(Refusal(key, f"decode: {result.error}", segment,
-                                        {"decode_s": round(result.seconds, 4), **read_from}))
+                                        _reported(round(result.seconds, 4), None, result.source)))
             return []
         self.tally.decode_s += clip.decode_seconds
         metadata = clip.metadata()
@@ -105,15 +127,14 @@ class RequestIntake(RequestStream):
         why = refusal(len(clip.frames), metadata, self.limits, budget)
         if why is not None:
             self.refused.append(Refusal(key, f"refused before generation: {why}", segment,
-                                        {"decode_s": round(clip.decode_seconds, 4), "decoder": clip.backend,
-                                         **read_from}))
+                                        _reported(round(clip.decode_seconds, 4), clip.backend, result.source)))
             return []
         frames = apply_ablation(clip, job.ablation)
         context = {"decode_s": clip.decode_seconds, "indices": clip.indices, "times": clip.times, "seek": clip.seek,
                    "frames": len(frames), "backend": clip.backend, "notes": clip.notes,
                    "queued_at": time.perf_counter(), **({"scan_s": result.scan_s} if segment is not None else {}),
                    **({"fetched_bytes": clip.fetched_bytes} if clip.fetched_bytes is not None else {}),
-                   **read_from}
+                   **({"source": result.source} if result.source is not None else {})}  # the file the decoder read
         index = None if segment is None else segment.index
         # the requests hold the frames; nothing else here may keep them alive
         return [Request(key=video, task=task, adapter=adapter, prompt=build_prompt(job.model.family, task),
@@ -121,3 +142,14 @@ class RequestIntake(RequestStream):
                         forced_output_tokens=(job.forced_lengths.draw(video, task, adapter, index)
                                               if job.forced_lengths is not None else None))
                 for video, task, adapter, _ in record_keys(job, key) if not self.done((video, task, adapter, index))]
+
+
+def _reported(decode_s: float, decoder: str | None, source: dict[str, Any] | None) -> Reported:
+    """What a refused clip's records say was measured: decoding's seconds, the decoder (once it decoded),
+    and the file the decoder read (None: it could not say)."""
+    reported: Reported = {"decode_s": decode_s}
+    if decoder is not None:
+        reported["decoder"] = decoder
+    if source is not None:
+        reported["source"] = source
+    return reported

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.inputs import read_text
-from vidcap_ko.record import record_key, segment_index, settings_labels
+from vidcap_ko.record import NotRecords, Record, parse_records, record_key, segment_index, settings_labels
 from video_io.store import is_url
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/settings/config.py)
@@ -71,27 +71,18 @@ class ReportData:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_records(path: Path) -> tuple[list[dict], list[str]]:
+def read_records(path: Path) -> tuple[list[Record], list[str]]:
     """The job's records, and notes about lines left out (a half-written last line of a running job)."""
     text = read_text(path, ReportError, expected="the caption job's JSONL records")
-    lines = text.split("\n")
-    records, notes, seen = [], [], {}
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            # records made with other settings (add_beside=true) are other captions, not repeats
-            key = (*record_key(record), record.get("settings_id")) if isinstance(record, dict) else None
-        except json.JSONDecodeError as exc:
-            if no == len(lines):  # no newline after it: a job still writing (or killed) mid-record
-                notes.append(f"{path}:{no}: half-written last record left out")
-                continue
-            raise ReportError(f"{path}:{no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        except KeyError:
-            key = None
-        if key is None or record.get("status") not in ("ok", "error"):
-            raise ReportError(f"{path}:{no}: not a caption record (needs 'video' and 'status' ok|error)")
+    try:
+        read = parse_records(text.split("\n"))
+    except NotRecords as exc:
+        raise ReportError(f"{path}:{exc.line}: {exc.why}") from None
+    records: list[Record] = []
+    notes, seen = [f"{path}:{note}" for note in read.notes], {}
+    for no, record in read.records:
+        # records made with other settings (add_beside=true) are other captions, not repeats
+        key = (*record_key(record), record.get("settings_id"))
         record["_line"] = no
         if key in seen:  # caption/output/checks.py never writes this; a hand-merged file might
             notes.append(f"{path}:{no}: a second record for {key[0]} task={key[1]} adapter={key[2]} "

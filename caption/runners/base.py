@@ -1,5 +1,5 @@
-"""What the job asks of a runner (caption/job.py): start, the records of the clips to do, its figures,
-and closing everything it started."""
+"""What the job asks of a runner (caption/job.py): start the pipeline's stages where it puts them, the
+records of the clips to do, its figures, and closing everything it started."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ class Written(Protocol):
 
 
 class Runner(Protocol):
-    def start(self, todo: Todo) -> None:
-        """Start decoders and engines (the slow part: seconds to minutes); the decoders may begin on
-        `todo`, the clips `records` will be asked for, while the engines load."""
+    def start(self, todo: Todo, store: Written, tally: JobTally) -> None:
+        """Set up the stages (the slow part: decoder processes, engines, seconds to minutes), to caption the
+        clips in `todo`; the decoders may begin on them while the engines load. `store` says which records
+        are written already; `tally` (caption/summary/tally.py JobTally) counts the job's figures."""
 
-    def records(self, todo: Todo, store: Written, tally: JobTally) -> Iterator[Record]:
-        """Records of the clips in `todo`, as they come; `store` says which records are written already;
-        `tally` (caption/summary/tally.py JobTally) counts decoding and engine failures."""
+    def records(self) -> Iterator[Record]:
+        """The records of the clips in `todo`, each whole, as they come."""
 
     def stats(self) -> dict[str, Any]:
         """The runner's and its engines' figures for the summary."""

@@ -1,53 +1,53 @@
-"""runner=local: decoding in worker processes of this machine (video.workers), generation in one engine
-in this process, fed as a stream: the pipeline's stages (caption/pipeline/__init__.py STAGES)."""
+"""runner=local: every stage of the pipeline (caption/pipeline/__init__.py STAGES) in this process, the
+decode stage with its decoder processes (video.workers) on this machine, the engine fed as a stream."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from caption.pipeline import caption_clips
-from caption.pipeline.admission import PositionLimits
-from caption.pipeline.decode import decode_locally
-from caption.pipeline.supervisor import EngineSupervisor
+from caption.pipeline import build_stages
+from caption.pipeline.stage import Batch, Place, run_stages
 from caption.runners.base import Todo, Written
-from video_io.workers import DecodePool, DecodeStream
 
 if TYPE_CHECKING:
     from caption.engines.base import Engine
     from caption.settings.config import JobConfig
+    from caption.summary.tally import JobTally
+    from vidcap_ko.record import Record
 
 
 class LocalRunner:
     def __init__(self, job: JobConfig, engine: Engine | None = None):
-        self.job, self.supervisor = job, EngineSupervisor(job, engine)
-        self.pool: DecodePool | None = None
-        self.decoded: DecodeStream | None = None
-        self.paths: dict[str, str] = {}
+        self.job = job
+        place = Place(decoders=job.decode_workers, engine=engine)
+        self.decoders, self.beside_engine = build_stages(job, "decoder", place), build_stages(job, "engine", place)
+        self.batch: Batch | None = None
+        self.decoded: Any = None  # the decoder stages' stream (video_io/workers.py DecodeStream)
 
-    def start(self, todo: Todo) -> None:
-        job = self.job
+    def start(self, todo: Todo, store: Written, tally: JobTally) -> None:
+        self.batch = Batch(todo, store.done, tally)
+        for stage in self.decoders:
+            stage.setup()
+        self.decoded = run_stages(self.decoders, [str(path) for _, path in todo], self.batch)
         # decoder processes start (spawned: seconds of imports each) while the engine loads, and decode the
         # clips it takes at its start: the first batch is decoded, not waited for, when the engine is ready
         # (on one H100 the first batch's wait was most of the 7B job's engine idle: docs/benchmarks.md)
-        self.pool = DecodePool(job.decode, job.decode_workers, job.decode_timeout_s, segments=job.segments).__enter__()
-        self.paths = {str(path): key for key, path in todo}
-        self.decoded = decode_locally(self.pool, self.paths)
-        first_clips = job.engine_spec.first_clips if job.engine_spec is not None else 0
+        first_clips = self.job.engine_spec.first_clips if self.job.engine_spec is not None else 0
         with self.decoded.meanwhile(ahead=first_clips):
-            self.supervisor.start()
+            for stage in self.beside_engine:
+                stage.setup()
 
-    def records(self, todo: Todo, store: Written, tally) -> Iterator[dict]:
-        job = self.job
-        if self.decoded is None or set(self.paths) != {str(path) for _, path in todo}:
-            raise RuntimeError("LocalRunner.records: call start() with the same clips first")
-        limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-        yield from caption_clips(self.decoded, self.paths, job, self.supervisor, limits, store.done, tally)
+    def records(self) -> Iterator[Record]:
+        if self.batch is None:
+            raise RuntimeError("LocalRunner.records: call start() first")
+        yield from run_stages(self.beside_engine, self.decoded, self.batch)
 
-    def stats(self) -> dict:
-        return {"runner": "local", **self.supervisor.stats()}
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {"runner": "local"}
+        for stage in (*self.decoders, *self.beside_engine):
+            stats.update(stage.stats())
+        return stats
 
     def close(self) -> None:
-        self.supervisor.close()
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        for stage in (*self.beside_engine, *self.decoders):  # the engine first, as it may still read frames
+            stage.close()

@@ -1,11 +1,12 @@
 """runner=ray: the caption job on a Ray cluster, with Ray Data.
 
     clips (this process lists them, minus those with records)
-      -> decoding actors on CPU workers decode them (video_io.workers.DecodePool, the local runner's
-         decoder; as many as the cluster's CPUs allow, runner.decode_cpus each)
-      -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs
-         `caption.pipeline.caption_clips` on each batch: the same admission checks, prompts, engines,
-         engine restarts and records as the local runner
+      -> decoder actors on CPU workers run the pipeline's decoder stages (caption/pipeline/__init__.py
+         STAGES: the local runner's decoder; as many actors as the cluster's CPUs allow, each holding
+         the cores those stages declare: runner.decode_cpus)
+      -> a pool of engine actors, one engine each (one per engine replica the cluster holds), runs the
+         stages that declare the engine's worker on each batch: the same admission checks, prompts,
+         engines, engine restarts and records as the local runner
       -> records stream back here, where the job writes them to `output` as they arrive.
 
 Why `map_batches` with an actor class and not `ray.data.llm`: build_llm_processor brings its own
@@ -31,16 +32,18 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from caption.pipeline.record import error_records, record_keys
+from caption.pipeline import STAGES, build_stages
+from caption.pipeline.record import RecordStage, record_keys
+from caption.pipeline.stage import Batch, Needs, Place, Stage, Worker, on_worker, run_stages
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
 from caption.settings.config import JobConfig
 from caption.summary.outcome import EngineDidNotLoad, EngineDied
 from video_io.store import WHERE_ENVIRONMENT
 
 if TYPE_CHECKING:
-    from caption.pipeline.supervisor import EngineSupervisor
-    from caption.runners.base import Todo
+    from caption.runners.base import Todo, Written
     from caption.summary.tally import JobTally
+    from vidcap_ko.record import Record
 
 
 class RayRunner:
@@ -52,10 +55,14 @@ class RayRunner:
         self.seen: set[str] = set()  # the engine actors that sent records: host, pid, cores
         self.lost = 0
         self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (caption/runners/cores.py)
+        self.batch: Batch | None = None
+        self.store: Written | None = None
 
-    def start(self, todo: Todo) -> None:
+    def start(self, todo: Todo, store: Written, tally: JobTally) -> None:
         """Ray and the engine actors; the clips are decoded by actors once `records` hands them out."""
         import ray
+
+        self.batch, self.store = Batch(todo, store.done, tally), store
 
         if not ray.is_initialized():  # else: the caller's cluster (tests, notebooks) is used as it is
             # the actors' environment on every node: the hub's settings, and the object store's address (never
@@ -78,12 +85,14 @@ class RayRunner:
                                "fewer GPUs (gpu.tensor_parallel_size)")
         return gpus // plan.tensor_parallel_size
 
-    def records(self, todo: list[tuple[str, object]], store, tally) -> Iterator[dict]:
+    def records(self) -> Iterator[Record]:
         from ray.data import DataContext
 
+        if self.batch is None or self.store is None:
+            raise RuntimeError("RayRunner.records: call start() first")
+        todo, store, tally = self.batch.clips, self.store, self.batch.tally
         context = DataContext.get_current()
         tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
-        done = store.done
         try:
             for attempt in range(1 + self.settings.max_retries):
                 pending = [(key, path) for key, path in todo if _undone(self.job, key, store)]
@@ -100,34 +109,36 @@ class RayRunner:
                     yield from json.loads(row["records"])
         finally:
             context.max_errored_blocks = tolerated
-        for key, _ in todo:  # a video whose segments came back only in part gets one error for the rest
-            if not _undone(self.job, key, store):
-                continue
-            lost = error_records(self.job, done, key,
-                                 f"generate: lost: the engine actor holding this clip died or failed in each of "
-                                 f"{self.passes} attempt(s) (runner.max_retries={self.settings.max_retries}); "
-                                 "caption.log has Ray's reason")
+        left = [(key, path) for key, path in todo if _undone(self.job, key, store)]
+        if not left:
+            return
+        records = RecordStage(self.job, Place())  # their records are made here, by the stage that makes them all
+        records.setup()
+        for key, _ in left:  # a video whose segments came back only in part gets one error for the rest
+            lost = records.lost(key, f"generate: lost: the engine actor holding this clip died or failed in each "
+                                     f"of {self.passes} attempt(s) (runner.max_retries={self.settings.max_retries}); "
+                                     "caption.log has Ray's reason", self.batch)
             self.lost += bool(lost)
             yield from lost
 
-    def _dataset(self, pending: list[tuple[str, object]], store):
+    def _dataset(self, pending: list[tuple[str, object]], store: Written):
         import ray
 
         job, s = self.job, self.settings
+        decoder, engine = _held(job, "decoder"), _held(job, "engine")
         rows = [{"key": key, "path": str(path),
                  "done": json.dumps([k for k in record_keys(job, key, store.segments.get(key)) if store.done(k)])}
                 for key, path in pending]
         # one block per clip, so each clip travels (and a batch comes back) on its own
-        decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // s.decode_cpus))
+        decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // decoder.cpus))
         decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             _Decoder, fn_constructor_kwargs={"job": job}, batch_size=1, concurrency=(1, decoders),
-            num_cpus=s.decode_cpus)
-        gpus = job.plan.tensor_parallel_size if job.gpu["device"] == "cuda" else 0
+            num_cpus=decoder.cpus)
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
             _CaptionActor, batch_size=batch, concurrency=self.actors,
             fn_constructor_kwargs={"job": job, "engines": self.actors, "core_scope": f"{self.run_id}/pass{self.passes}"},
-            num_cpus=s.engine_cpus, num_gpus=gpus or None,
+            num_cpus=engine.cpus, num_gpus=engine.gpus or None,
             # restart a dead actor (a new engine) for the batches to come; the batch it held fails
             # at once and runs again in the next pass, so retries are counted in one place
             max_restarts=-1, max_task_retries=0)
@@ -145,35 +156,46 @@ class RayRunner:
             self.started_ray = False
 
 
-def _undone(job: JobConfig, key: str, store) -> bool:
+def _undone(job: JobConfig, key: str, store: Written) -> bool:
     return not all(store.done(k) for k in record_keys(job, key, store.segments.get(key)))
 
 
+def _held(job: JobConfig, worker: Worker) -> Needs:
+    """What an actor running the stages of `worker` holds: the cores they declare together, and the GPUs."""
+    needs = [stage.needs(job) for stage in on_worker(STAGES, worker)]
+    return Needs(cpus=sum(n.cpus for n in needs), gpus=max((n.gpus for n in needs), default=0))
+
+
 class _Decoder:
-    """Decodes clips in a Ray worker with the local runner's decoder: a process of its own with the
-    per-clip deadline (video.timeout_s), replaced when a clip hangs or crashes it. Decoded clips
-    travel to the engine actors pickled."""
+    """Runs the decoder stages in a Ray worker: the local runner's decoder, a process of its own with the
+    per-clip deadline (video.timeout_s), replaced when a clip hangs or crashes it. Decoded clips travel
+    to the engine actors pickled."""
 
     def __init__(self, job: JobConfig):
-        from video_io.workers import DecodePool
+        from caption.summary.tally import JobTally
 
-        self.pool = DecodePool(job.decode, 1, job.decode_timeout_s, segments=job.segments).__enter__()
+        self.stages = build_stages(job, "decoder", Place(decoders=1))
+        for stage in self.stages:
+            stage.setup()
+        self.tally = JobTally()  # the decoder stages count nothing: the engine side counts what they did
 
     def __call__(self, batch: dict) -> dict:
         """A row per result: one for a clip, one per segment of a long video (each travels on its own)."""
         row_of = {str(p): i for i, p in enumerate(batch["path"])}
-        results = list(self.pool.imap(list(row_of)))
+        clips = [(str(key), str(path)) for key, path in zip(batch["key"], batch["path"])]
+        results = list(run_stages(self.stages, list(row_of), Batch(clips, lambda key: False, self.tally)))
         rows = [row_of[r.path] for r in results]
         return {"key": np.array([batch["key"][i] for i in rows], dtype=object),
                 "done": np.array([batch["done"][i] for i in rows], dtype=object),
                 "decoded": np.array([pickle.dumps(r) for r in results], dtype=object)}
 
     def __del__(self):
-        self.pool.close()
+        for stage in self.stages:
+            stage.close()
 
 
 class _CaptionActor:
-    """One engine, captioning batches of decoded clips with the job's own code (caption_clips).
+    """One engine, captioning batches of decoded clips with the stages that run beside it.
 
     On the cpu tier each actor binds itself to cores of its own (caption/runners/cores.py). vLLM binds OpenMP
     threads only in the worker processes it spawns, through OpenMP's environment at spawn
@@ -182,12 +204,10 @@ class _CaptionActor:
     VLLM_CPU_OMP_THREADS_BIND changes nothing. Unbound, every actor ran one OpenMP thread per machine
     core, and two actors on two cores spun in OpenMP barriers: minutes without a record, the load
     average near 200 (seen under the suite, with vLLM's AVX2 kernels, and in CI as a retry pass that
-    never ended). The engine is built on the first batch, in the thread Ray Data runs batches in
-    (ray/data/_internal/execution/util.py, make_callable_class_single_threaded)."""
+    never ended). The stages are set up (the engine built) on the first batch, in the thread Ray Data
+    runs batches in (ray/data/_internal/execution/util.py, make_callable_class_single_threaded)."""
 
     def __init__(self, job: JobConfig, engines: int, core_scope: str):
-        from caption.pipeline.admission import PositionLimits
-
         self.cores, self._lock = claim_cores(job, engines, core_scope)
         if self.cores is not None:
             bind_to_cores(self.cores)
@@ -196,40 +216,38 @@ class _CaptionActor:
             job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, engine_env=env),
                                       engine_spec=dataclasses.replace(job.engine_spec, env=env))
         self.job = job
-        self.supervisor: EngineSupervisor | None = None
-        self.limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
+        self.stages: list[Stage] | None = None
         self.name = f"{socket.gethostname()} pid {os.getpid()}"
 
     def __call__(self, batch: dict) -> dict:
-        from caption.pipeline import caption_clips
         from caption.pipeline.decode import AllDecoded
-        from caption.pipeline.supervisor import EngineSupervisor
         from caption.summary.tally import JobTally
 
-        if self.supervisor is None:  # in the thread that runs every batch (class docstring)
+        if self.stages is None:  # in the thread that runs every batch (class docstring)
             if self.cores is not None:  # the cores this thread, and so the engine, really runs on
                 self.name += f" cores {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
-            supervisor = EngineSupervisor(self.job, trace_at=f"the job's log, from the engine actor {self.name}")
+            stages = build_stages(self.job, "engine",
+                                  Place(trace_at=f"the job's log, from the engine actor {self.name}"))
             try:
-                supervisor.start()
+                for stage in stages:
+                    stage.setup()
             except EngineDidNotLoad as exc:  # the driver stops the job with this line (RayRunner.records)
                 return self._row([], JobTally(), did_not_load=str(exc))
-            self.supervisor = supervisor
+            self.stages = stages
 
         decoded = [pickle.loads(b) for b in batch["decoded"]]
-        keys = {d.path: str(key) for d, key in zip(decoded, batch["key"])}
+        clips = [(str(key), d.path) for d, key in zip(decoded, batch["key"])]
         done = {tuple(k) for dump in batch["done"] for k in json.loads(dump)}  # (video, task, adapter, segment)
         tally = JobTally()
         try:
-            records = list(caption_clips(AllDecoded(decoded), keys, self.job, self.supervisor, self.limits,
-                                         done.__contains__, tally))
+            records = list(run_stages(self.stages, AllDecoded(decoded), Batch(clips, done.__contains__, tally)))
         except EngineDied:
             # this actor's engine is gone for good: end the process, Ray starts a fresh actor and the
             # driver retries the batch's clips in its next pass
             os._exit(1)
         return self._row(records, tally)
 
-    def _row(self, records: list[dict], tally: JobTally, did_not_load: str = "") -> dict:
+    def _row(self, records: list[Record], tally: JobTally, did_not_load: str = "") -> dict:
         """The one row a batch gives back: its records, the tally's figures, this actor's name, and why
         its engine did not load (empty when it did)."""
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),

@@ -16,7 +16,7 @@ from caption.summary.coverage import coverage_of_job, coverage_warning
 from caption.summary.outcome import exit_status, interrupts
 from caption.summary.terminal import print_plan, print_summary
 from caption.sweep import RESULT_FILE, run_dir, write_result
-from vidcap_ko.record import record_key
+from vidcap_ko.record import Record, record_key
 from vidcap_ko.writing import WriteFailed, write_whole, writing
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class JobTally:
             self._bar.total += records
             self._bar.refresh()
 
-    def count(self, record: dict) -> None:
+    def count(self, record: Record) -> None:
         self.videos_written.add(record["video"])
         if record.get("segment_index") is not None:
             part = (record["video"], record["segment_index"])

@@ -39,8 +39,8 @@ WAVES_TIMES = [0.0, 1.5, 3.0, 4.5]
 
 def record(video, caption=None, error=None, task="caption", adapter=None, **extra):
     """A record as the job makes it (caption/pipeline/record.py), with a result's fields."""
-    rec = base_record(JOB, video, task, adapter)
-    return rec | {"status": "error" if error else "ok", "caption": caption, "error": error} | extra
+    return base_record(JOB, video, task, adapter, status="error" if error else "ok", caption=caption,
+                       error=error) | extra
 
 
 def segment(k, start, end, caption, video=NIGHT, **extra):

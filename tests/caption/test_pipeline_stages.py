@@ -1,5 +1,6 @@
-"""The pipeline's stages, composed as the runners compose them (caption.pipeline.caption_clips), on real
-clips, a real decoder and a real engine: what the stages hand on and in which order records come."""
+"""The pipeline's stages (caption.pipeline.STAGES), run as the runners run them (run_stages over a Batch),
+on real clips, a real decoder and a real engine: what each declares, what the stages hand on and in which
+order records come."""
 
 from __future__ import annotations
 
@@ -25,32 +26,48 @@ def test_any_iterable_is_a_request_stream_that_takes_requests_back_at_its_front(
     assert request_stream(stream) is stream  # a stream stays the one stream, through restarts
 
 
+def test_each_stage_declares_where_it_runs_and_what_it_holds(job_config):
+    """The decoder stage holds runner.decode_cpus on a decoder worker; the engine's stages run beside it, and
+    the generate stage holds the engine's cores (runner.engine_cpus), on the cpu tier no GPU."""
+    from caption.pipeline import STAGES
+    from caption.pipeline.stage import Needs
+
+    job = job_config(["runner=ray", "runner.engine_cpus=2", "runner.decode_cpus=0.5"])
+    assert [(stage.name, stage.worker) for stage in STAGES] == [
+        ("decode", "decoder"), ("requests", "engine"), ("generate", "engine"), ("record", "engine")]
+    assert [stage.needs(job) for stage in STAGES] == [Needs(cpus=0.5), Needs(), Needs(cpus=2.0, gpus=0), Needs()]
+
+
 @pytest.mark.slow
 def test_a_clip_that_does_not_decode_is_recorded_before_the_next_result(job_config, synth_dir, hf_engine, tmp_path):
     """A clip the decoder cannot read becomes a Refusal in the requests stage; the generate stage hands it
-    on just before the engine's next result, and the record stage makes its error record."""
-    from caption.pipeline import caption_clips
-    from caption.pipeline.admission import PositionLimits
-    from caption.pipeline.decode import decode_locally
-    from caption.pipeline.supervisor import EngineSupervisor
+    on just before the engine's next result, and the record stage makes its error record, whole: with
+    the file its decoder read."""
+    from caption.pipeline import STAGES
+    from caption.pipeline.stage import Batch, Place, run_stages
     from caption.summary.tally import JobTally
-    from video_io.workers import DecodePool
 
     job = job_config(["engine=hf"])
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"not a video")
-    paths = {str(synth_dir / "clip_00000.mp4"): "clip_00000.mp4", str(broken): "broken.mp4",
-             str(synth_dir / "clip_00001.mp4"): "clip_00001.mp4"}
-    limits = PositionLimits.from_checkpoint(job.model.path, job.model.family, job.model.max_model_len)
-    supervisor, tally = EngineSupervisor(job, hf_engine), JobTally()
-    supervisor.start()
-    with DecodePool(job.decode, workers=0, segments=job.segments) as pool:  # in order, in this process
-        records = list(caption_clips(decode_locally(pool, paths), paths, job, supervisor, limits,
-                                     lambda key: False, tally))
+    clips = [("clip_00000.mp4", synth_dir / "clip_00000.mp4"), ("broken.mp4", broken),
+             ("clip_00001.mp4", synth_dir / "clip_00001.mp4")]
+    stages = [stage(job, Place(decoders=0, engine=hf_engine)) for stage in STAGES]  # decoding in order, here
+    batch = Batch(clips, lambda key: False, JobTally())
+    try:
+        for stage in stages:
+            stage.setup()
+        records = list(run_stages(stages, [str(path) for _, path in clips], batch))
+    finally:
+        for stage in stages:
+            stage.close()
     assert [(r["video"], r["status"]) for r in records] == [
         ("broken.mp4", "error"), ("clip_00000.mp4", "ok"), ("clip_00001.mp4", "ok")]
     assert records[0]["error"].startswith("decode: ") and "decode_s" in records[0]
-    assert tally.decode_s > 0 and not tally.engine_failures
+    assert all(list(r)[-1] == "source" for r in records)  # made whole, the file's identity last
+    assert records[0]["source"]["size"] == len(b"not a video")
+    assert records[1]["source"]["size"] == (synth_dir / "clip_00000.mp4").stat().st_size
+    assert batch.tally.decode_s > 0 and not batch.tally.engine_failures
 
 
 @pytest.mark.parametrize("engine, overrides, first", [
@@ -81,7 +98,8 @@ def test_the_first_batch_is_decoded_while_the_engine_loads(job_config, synth_dir
     job = job_config(["engine=hf", "engine.batch_size=4", "video.workers=2"])
     assert job.engine_spec.first_clips == 4
     runner = LocalRunner(job, hf_engine)
-    load, held = runner.supervisor.start, []
+    generate, decode = runner.beside_engine[1], runner.decoders[0]
+    load, held = generate.setup, []
 
     def loading_until_the_first_batch_is_decoded():
         until = time.monotonic() + 60
@@ -91,13 +109,13 @@ def test_the_first_batch_is_decoded_while_the_engine_loads(job_config, synth_dir
         held.append(len(runner.decoded.results))
         load()
 
-    runner.supervisor.start = loading_until_the_first_batch_is_decoded
+    generate.setup = loading_until_the_first_batch_is_decoded
     todo = [(f"clip_{i:05d}.mp4", synth_dir / f"clip_{i:05d}.mp4") for i in range(6)]
     try:
-        runner.start(todo)
+        runner.start(todo, _NothingWritten(), JobTally())
         assert held == [4] and len(runner.decoded.results) == 4
-        assert sum(w.path is not None for w in runner.pool._workers) == 2  # each given one more, as always
-        records = list(runner.records(todo, _NothingWritten(), JobTally()))
+        assert sum(w.path is not None for w in decode.pool._workers) == 2  # each given one more, as always
+        records = list(runner.records())
     finally:
         runner.close()
     assert sorted(r["video"] for r in records) == [key for key, _ in todo]
