@@ -155,7 +155,7 @@ def plan_job(job: JobConfig) -> JobConfig:
     planned = dataclasses.replace(planned, engine_spec=engine_spec(planned))
     if job.options.plan_only:  # no records to label
         return planned
-    settings = job_settings(planned)
+    settings = {**job_settings(planned), **planned.recorded}  # and each setting declared `recorded` not at its default
     segment_settings = {**settings, "segments": planned.segments.describe()}  # a segment's record: how it was cut too
     identities = adapter_identities(planned)
     ids = SettingsIds(settings, segment_settings, {task: instruction_text(task) for task in planned.options.tasks},

@@ -23,13 +23,17 @@ from vidcap_ko.files import ROOT
 CONF_DIR = ROOT / "conf"  # the checkout's, or an installed package's copy
 
 
-def setting(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
+def setting(default: Any, help: str, read_when: dict | None = None, path: bool = False, *,
+            recorded: bool = False) -> Any:
     """A schema field: its default (MISSING: every preset of the group sets it), its help text (`caption
     --help`, the configuration reference), `read_when`: the settings under which the job reads it
     ({setting: the values it must have, a tuple, or a comparison such as "> 0"}; caption/settings/unread.py
-    refuses such a key given where it would do nothing), `path`: its value is a file or folder. Lists and
-    dicts take a copy per config. caption/settings/option.py and quant/schema.py declare keys with it."""
-    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {})}
+    refuses such a key given where it would do nothing), `path`: its value is a file or folder, `recorded`:
+    it changes what a caption says, so a record's `settings` carry it (as `group.key`) wherever its value is
+    not this default (caption/settings/config.py recorded_settings). Lists and dicts take a copy per config.
+    caption/settings/option.py and quant/schema.py declare keys with it."""
+    metadata = {"help": help, **({"read_when": read_when} if read_when else {}), **({"path": True} if path else {}),
+                **({"recorded": True} if recorded else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)

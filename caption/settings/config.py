@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 import vidcap_ko.files as shipped
@@ -104,6 +104,9 @@ class JobConfig:
     speculative: dict[str, Any] | None  # vLLM speculative_config; None: off
     forced_lengths: ForcedLengths | None  # benchmark.output_tokens: every request generates exactly n tokens
     server: EngineSchema | None  # engine=server: engine_options, its server keys checked (check_server)
+    # the settings declared `recorded` (vidcap_ko/settings.py setting()) that are not at their defaults, by
+    # `key` or `group.key`: caption/planning.py adds them to the records' settings (recorded_settings)
+    recorded: dict[str, Any]
     # engine, dtype, quantization, engine settings, memory: None until caption/planning.py plan_job
     plan: Plan | None = None
     # how the records are made (caption/output/fingerprint.py): the job's settings (a segment's record adds how
@@ -350,6 +353,24 @@ def _quant(cfg: DictConfig) -> dict[str, Any]:
     return quant
 
 
+def recorded_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The value of each setting declared `recorded` (it changes what a caption says) that is not its schema
+    default (one every preset sets: always), by `key` or `group.key`. plan_job adds them to every record's
+    `settings`, so a new one is recorded from its declaration alone, with no line in
+    caption/output/fingerprint.py; at its default it is left out, so records made before the setting existed
+    keep their settings_id and a resumed job still counts them as its own."""
+    found = {}
+    for key, default in schema.recorded_keys():
+        try:
+            value = OmegaConf.select(cfg, key, throw_on_missing=True)
+        except MissingMandatoryValue:
+            raise ConfigError(f"`{key}` is missing: the preset in use must set it") from None
+        value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        if default is MISSING or value != default:
+            found[key] = value
+    return found
+
+
 def load_job_config(cfg: DictConfig) -> JobConfig:
     """Validate the composed config and return it as a JobConfig; raises ConfigError naming the key to
     fix. Reads files the config names (adapters, a draft model) but probes no device, builds no plan
@@ -385,4 +406,5 @@ def load_job_config(cfg: DictConfig) -> JobConfig:
         prune_rate=video.prune_rate, segments=_segments(video), adapters=tuple(adapters), include_base=lora.include_base,
         lora_max_rank=lora.max_rank, speculative=spec, forced_lengths=forced_lengths,
         runner=_runner(cfg), server=engine_options if engine_options.name == "server" else None,
+        recorded=recorded_settings(cfg),
     )

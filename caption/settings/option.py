@@ -18,19 +18,22 @@ class ConfigError(ValueError):
     """An invalid setting; the message names the key and what to change it to."""
 
 
-def option(default: Any, help: str, read_when: dict | None = None, path: bool = False) -> Any:
+def option(default: Any, help: str, read_when: dict | None = None, path: bool = False, *,
+           recorded: bool = False) -> Any:
     """A schema field with a default of its own, its help text (`caption --help`), `read_when`: the
     settings under which the job reads it, `path`: its value is a file or folder, taken as typed on the
-    command line (caption/settings/overrides.py). The metadata's shape is vidcap_ko/settings.py setting()'s."""
-    return setting(default, help, read_when, path)
+    command line (caption/settings/overrides.py), `recorded`: it changes captions, so records' settings carry
+    it where it is not this default. The metadata's shape is vidcap_ko/settings.py setting()'s."""
+    return setting(default, help, read_when, path, recorded=recorded)
 
 
-def preset_key(help: str, read_when: dict | None = None, path: bool = False) -> Any:
+def preset_key(help: str, read_when: dict | None = None, path: bool = False, *, recorded: bool = False) -> Any:
     """A key every preset of its group sets (MISSING: conf/<group>/*.yaml hold its values and say why),
     with its help text. `read_when`: {setting: the values it must have (a tuple), or a comparison
     ("> 0")}; a key given on the command line whose setting is otherwise would do nothing, and
-    caption/settings/unread.py refuses it, saying what to add."""
-    return setting(MISSING, help, read_when, path)
+    caption/settings/unread.py refuses it, saying what to add. `recorded`: records' settings carry its value
+    (it changes captions)."""
+    return setting(MISSING, help, read_when, path, recorded=recorded)
 
 
 def at_least(value: Any, key: str, low: float = 0, inclusive: bool = False) -> Any:

@@ -315,6 +315,15 @@ def path_keys() -> list[str]:
     return found
 
 
+def recorded_keys() -> list[tuple[str, Any]]:
+    """(key, default) of every setting declared `recorded` (it changes what a caption says), top-level ones
+    as `key`, a group's as `group.key`; the default is MISSING where every preset sets the key."""
+    found = [(f.name, f) for f in fields(JobOptions) if f.metadata.get("recorded")]
+    for group, group_schema in GROUP_SCHEMAS.items():
+        found += [(f"{group}.{f.name}", f) for f in fields(group_schema) if f.metadata.get("recorded")]
+    return [(key, f.default_factory() if f.default is NO_DEFAULT else f.default) for key, f in found]
+
+
 def known_keys() -> list[str]:
     """Every top-level key and group name (for "did you mean")."""
     return [f.name for f in fields(JobSchema)]

@@ -40,6 +40,8 @@ def schema_rows(schema) -> list[list]:
         if read_when:  # the job refuses it given where it does nothing (caption/settings/unread.py)
             help_text = f"{help_text}{'; ' if help_text else ''}read only when " + " and ".join(
                 f"`{key}` {said(condition)}" for key, condition in read_when.items())
+        if f.metadata.get("recorded"):  # caption/settings/config.py recorded_settings
+            help_text += "; records' `settings` carry it where it is not the default"
         rows.append([f"`{f.name}`", f"`{f.type}`", default, help_text])
     return rows
 
