@@ -70,16 +70,16 @@ def compose_config():
 # files to its pytest-xdist workers in this order (--no-loadscope-reorder), so that none of them starts
 # last and leaves one core idle while it runs alone
 LONGEST_FIRST = [
-    "tests/caption/test_runner_ray.py",
+    "tests/caption/runners/test_runner_ray.py",
     "tests/setup/test_wheel_install.py",
     "tests/caption/test_job_outcomes.py",
     "tests/caption/test_api.py",
-    "tests/caption/test_server_engine.py",
+    "tests/caption/engines/test_server_engine.py",
     "tests/caption/test_api_settings.py",
     "tests/caption/test_sweep.py",
-    "tests/caption/test_lora_spec_engines.py",
+    "tests/caption/engines/test_lora_spec_engines.py",
     "tests/caption/test_segments_job.py",
-    "tests/caption/test_make_model.py",
+    "tests/caption/make_model/test_make_model.py",
 ]
 
 

@@ -147,3 +147,18 @@ def test_no_two_modules_have_names_that_differ_by_a_plural():
             stems.setdefault(path.stem, []).append(str(path.relative_to(REPO_ROOT)))
     twins = [f"{stems[s]} and {stems[s + 's']}" for s in stems if s + "s" in stems]
     assert not twins, "rename one of each pair to say what it holds: " + "; ".join(twins)
+
+
+# tests/'s own folders: the checks of the docs, of the install, shared test helpers, and data files
+TESTS_OWN = {"docs", "setup", "support"}
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests/ holding tests is a package's folder (tests/caption/settings/ for caption/settings/),
+    or one of tests/'s own; so a module's tests are found where the module is."""
+    tests = REPO_ROOT / "tests"
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and any(p.glob("test_*.py"))):
+        relative = folder.relative_to(tests)
+        if relative.parts[0] in TESTS_OWN:
+            continue
+        assert (REPO_ROOT / relative / "__init__.py").is_file(), f"tests/{relative}/ mirrors no package folder"

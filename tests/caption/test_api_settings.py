@@ -60,9 +60,9 @@ RAY_SCRIPT = textwrap.dedent("""
 
 def _on_ray(folder, api_out, command_out, overrides, tmp_path) -> dict:
     """The runner=ray call and its command's job, in a process of their own: a Ray cluster started from this
-    one would inherit what its in-process engines set (tests/caption/test_runner_ray.py says how that
+    one would inherit what its in-process engines set (tests/caption/runners/test_runner_ray.py says how that
     left the actors spinning), and two clusters never share two cores at once."""
-    from tests.caption.test_runner_ray import _clean_env
+    from tests.caption.runners.test_runner_ray import _clean_env
 
     script = tmp_path / "on_ray.py"
     script.write_text(RAY_SCRIPT, encoding="utf-8")

@@ -96,10 +96,10 @@ def broken_links(name: str, text: str) -> set[str]:
 
 
 def test_the_pattern_finds_this_repositorys_paths_only():
-    line = ("caption/runners/ray.py (`docs/robustness.md`), ./tests/caption/test_runner_ray.py; conf/gpu/h100.yaml: "
+    line = ("caption/runners/ray.py (`docs/robustness.md`), ./tests/caption/runners/test_runner_ray.py; conf/gpu/h100.yaml: "
             "transformers/video_utils.py vllm/multimodal/media/video.py /work/main/caption/job.py "
             "conf/gpu/<tier>.yaml conf/model/*.yaml vidcap_ko/families/{family}.py caption/engines/ [x](assets/clip-path.svg)")
-    assert named_paths(line) == {"caption/runners/ray.py", "docs/robustness.md", "tests/caption/test_runner_ray.py",
+    assert named_paths(line) == {"caption/runners/ray.py", "docs/robustness.md", "tests/caption/runners/test_runner_ray.py",
                                  "conf/gpu/h100.yaml"}
     assert named_paths("job's runner spreads clips over (caption/runner_ray.py).") == {"caption/runner_ray.py"}
 

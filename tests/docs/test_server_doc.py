@@ -1,6 +1,6 @@
 """The vLLM server commands of docs/server.md start a server as written: vLLM's own parser takes their
 arguments, and the command for vLLM's CPU build sets VLLM_CPU_KVCACHE_SPACE, as the tests' server
-(tests/caption/test_server_engine.py) and `caption-bench server` (caption/bench/server.py) do. Without it the CPU
+(tests/caption/engines/test_server_engine.py) and `caption-bench server` (caption/bench/server.py) do. Without it the CPU
 build reserves a share of all the machine's memory and refuses to start when less is free."""
 
 from __future__ import annotations

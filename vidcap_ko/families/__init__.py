@@ -6,7 +6,7 @@ modules quantization leaves alone, what the engines must know (position limits, 
 transformers fix) and how caption-make-model writes a random-weight checkpoint of it. Every module
 here is a family (base.py aside); helpers shared by some families live in vidcap_ko/families/common/. Adding a family is one module
 here plus one preset in conf/model/ (docs/model-families.md "Adding a model family");
-tests/families/test_registry.py checks both.
+tests/vidcap_ko/families/test_registry.py checks both.
 """
 
 from __future__ import annotations

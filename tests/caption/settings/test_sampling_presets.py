@@ -178,7 +178,7 @@ def _assert_captions(results, synth_dir, n):
 
 @pytest.mark.slow
 def test_vllm_beam_search_keeps_four_beams_and_returns_the_best(synth_dir, vllm_beam_engine):
-    from tests.caption.test_engines import clip_requests
+    from tests.caption.engines.test_engines import clip_requests
 
     requests = clip_requests(synth_dir)
     results = {r.request.key: r for r in vllm_beam_engine.run(requests)}
@@ -194,7 +194,7 @@ def test_vllm_beam_search_keeps_four_beams_and_returns_the_best(synth_dir, vllm_
 @pytest.mark.slow
 def test_greedy_and_beam_captions_on_both_engines(synth_dir, job_config, vllm_engine, hf_engine, vllm_beam_engine):
     from caption.engines.hf_engine import HfEngine
-    from tests.caption.test_engines import clip_requests, texts_by_key
+    from tests.caption.engines.test_engines import clip_requests, texts_by_key
 
     requests = clip_requests(synth_dir)
     hf_beams = HfEngine(job_config([*SHORT_BEAMS, "sampling.length_penalty=0", "engine=hf"]).engine_spec,

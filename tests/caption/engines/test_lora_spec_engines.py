@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.caption.test_engines import clip_requests, texts_by_key
+from tests.caption.engines.test_engines import clip_requests, texts_by_key
 
 pytestmark = pytest.mark.slow
 
