@@ -21,7 +21,7 @@ def __getattr__(name: str):
 
         return OutputRefused
     if name == "EngineDidNotLoad":  # the model did not load: its folder and the library's reason
-        from caption.summary.outcome import EngineDidNotLoad
+        from caption.outcome import EngineDidNotLoad
 
         return EngineDidNotLoad
     if name == "OutputBusy":  # another job writes the output

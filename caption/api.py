@@ -128,7 +128,7 @@ def _videos(videos) -> tuple[Path | str, list[tuple[str, str]] | None]:
 def _ctrl_c_stops_the_job():
     """Ctrl-C during a call: the job stops as the command's does (records kept, the summary written, even
     while it closes down), then KeyboardInterrupt reaches the caller. Only the main thread gets signals."""
-    from caption.summary.outcome import interrupts
+    from caption.outcome import interrupts
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -210,20 +210,20 @@ class Captioner:
     def _job(self, cfg, pairs, given: list[str]):
         """One call's job, its engine first (loading it is part of the quiet steps)."""
         from caption.job import job_records
-        from caption.summary.outcome import interrupts
+        from caption.outcome import interrupts
 
         interrupts.received = False
         engine = self._engine_for(cfg, given)
         return (yield from job_records(cfg, engine=engine, videos=pairs))
 
     def _engine_for(self, cfg, given: list[str]):
-        """The engine this call's plan needs: the loaded one where its specification (caption/engines/spec.py:
+        """The engine this call's plan needs: the loaded one where its specification (caption/settings/engine_spec.py:
         model, dtype, quantization, adapters, engine options, sampling, ...) is this call's, else a new one,
         the old one closed first. None where the job loads none here (runner=ray, plan_only)."""
         from caption.job import check_outputs
         from caption.pipeline.supervisor import load_engine_or_say_why
         from caption.planning import load_planned_job
-        from caption.scoring import check_references
+        from caption.summary.scoring import check_references
 
         job = load_planned_job(cfg)
         check_settings_read(given, cfg, job)

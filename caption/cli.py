@@ -1,5 +1,5 @@
 """`caption`: the Hydra entry point. Compose the config, run the job, report, exit with a status a
-scheduler can use (caption/summary/outcome.py lists them; docs/robustness.md too).
+scheduler can use (caption/outcome.py lists them; docs/robustness.md too).
 
     caption input_dir=clips/ output=captions.jsonl [engine=hf] [video=fps] [gpu=cpu]
 
@@ -15,10 +15,11 @@ import signal
 import sys
 import traceback
 
+from caption.outcome import JobInterrupted, interrupts
+
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
 from caption.summary.console import console
-from caption.summary.outcome import JobInterrupted, interrupts
 from vidcap_ko.exit_status import (
     EXIT_BUG,
     EXIT_ENGINE_DIED,

@@ -7,7 +7,7 @@ is caption/output/records_file.py's (checked by caption/output/checks.py), the s
 writes an output at a time (caption/output/lock.py). Records are keyed by clip path, name the file they
 were made from (caption/output/provenance.py) and are written the moment each arrives, so a stopped job resumes
 without losing or repeating one. However the job ends (done, interrupted, engine dead, fail_fast, a disk
-that refused a record), the records are flushed and the summary says how; `caption.summary.outcome.exit_status`
+that refused a record), the records are flushed and the summary says how; `caption.outcome.exit_status`
 turns that into the exit status.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, Generator, Iterable, Iterator, Sequence
 from omegaconf import DictConfig
 
 from caption.engines.base import Engine
+from caption.outcome import FailFast, JobInterrupted, interrupts, stops_recorded
 from caption.output.checks import check_output, check_settings, check_summary
 from caption.output.lock import OutputLock
 from caption.output.provenance import (
@@ -34,11 +35,10 @@ from caption.pipeline.record import record_keys
 from caption.planning import plan_job
 from caption.runners import make_runner
 from caption.runners.base import Runner
-from caption.scoring import check_references
 from caption.settings.config import JobConfig, load_job_config
 from caption.settings.unread import check_settings_read
 from caption.summary.console import console
-from caption.summary.outcome import FailFast, JobInterrupted, interrupts, stops_recorded
+from caption.summary.scoring import check_references
 from caption.summary.tally import JobTally, finish, report_plan, reset_peak_rss
 from caption.summary.terminal import foreign_footage_notes, no_videos_note, print_job_start, resume_notes, start_notes
 from vidcap_ko.record import Record, record_key

@@ -12,12 +12,12 @@ import dataclasses
 import os
 from pathlib import Path
 
-from caption.engines.spec import EngineSpec
 from caption.output.fingerprint import adapter_identities, job_settings
-from caption.output.settings_ids import SettingsIds
 from caption.prompts import instruction_text
 from caption.settings.config import ConfigError, ForeignFootage, JobConfig, load_job_config
+from caption.settings.engine_spec import EngineSpec
 from caption.settings.generation import sampling_warnings
+from caption.settings.settings_ids import SettingsIds
 from caption.sweep import in_multirun
 from quant.devices import detect_devices, resolve_tier, tier_not_here
 from quant.errors import PlanError
@@ -212,7 +212,7 @@ def check_static_cache(job: JobConfig, plan: Plan) -> None:
 
 
 def engine_spec(job: JobConfig) -> EngineSpec:
-    """What the engine is given (caption/engines/spec.py): the plan's settings and the job's, nothing else."""
+    """What the engine is given (caption/settings/engine_spec.py): the plan's settings and the job's, nothing else."""
     family, d = get_family(job.model.family), job.decode
     return EngineSpec(
         engine=job.plan.engine, model_path=job.model.path, family=job.model.family, stop=family.stop,

@@ -82,7 +82,7 @@ def collect(sweep_dir: Path) -> tuple[list[dict], list[dict]]:
 
 def measured_figures(summary: dict) -> dict:
     """A job's row in the sweep table: MEASURED, and every METEOR figure beside the score (each variant's
-    score, how many clips it is over, how many were not captioned or failed: caption/scoring.py)."""
+    score, how many clips it is over, how many were not captioned or failed: caption/summary/scoring.py)."""
     figures = {key: summary.get(key) for key in MEASURED if summary.get(key) is not None}
     figures.update({key: value for key, value in summary.items() if key.startswith("meteor") and key not in figures
                     and isinstance(value, (int, float)) and not isinstance(value, bool)})

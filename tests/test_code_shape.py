@@ -49,11 +49,11 @@ def _imports(path: Path, name: str, modules: dict) -> list[tuple[str, str | None
     return [(m, n, line) for m, n, line in found if m.split(".")[0] in PACKAGES]
 
 
-def test_no_import_cycle_among_the_projects_modules():
-    modules = _modules()
-    graph = {name: sorted({m for m, _, _ in _imports(path, name, modules) if m in modules and m != name})
-             for name, path in modules.items()}
-    state, stack, cycles = {}, [], []
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The import cycles a depth-first walk of `graph` (node -> the nodes it imports) meets, each closed."""
+    state: dict[str, str] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
 
     def visit(node):
         state[node] = "open"
@@ -69,7 +69,38 @@ def test_no_import_cycle_among_the_projects_modules():
     for name in graph:
         if name not in state:
             visit(name)
+    return cycles
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    modules = _modules()
+    graph = {name: sorted({m for m, _, _ in _imports(path, name, modules) if m in modules and m != name})
+             for name, path in modules.items()}
+    cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def _room(module: str) -> str:
+    """What a module is part of inside its package: its subpackage (caption.settings), or itself
+    (caption.job); a package's __init__ is its own room."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_two_rooms_of_a_package_import_each_other_even_by_way_of_others():
+    """Inside each package, its subpackages and top modules import one way too (caption.settings never
+    imports caption.output, which reads the settings), TYPE_CHECKING and function-level imports
+    included: otherwise two folders can only be read together."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        room = _room(name)
+        graph.setdefault(room, set())
+        for imported, _, _ in _imports(path, name, modules):
+            if imported.split(".")[0] == name.split(".")[0] and _room(imported) not in (room, imported.split(".")[0]):
+                graph[room].add(_room(imported))
+    graph = {room: sorted(found & graph.keys()) for room, found in graph.items()}
+    cycles = _cycles(graph)
+    assert not cycles, "rooms importing each other: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
 def test_each_package_imports_only_packages_on_the_floors_below_it():

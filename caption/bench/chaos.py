@@ -9,7 +9,7 @@ embedded model, default engine; its files in <out>/job), then prints a table and
 
   files       damaged files written (all of them have a video extension, so all are crawled)
   records     records in the job's output
-  crashes     the job did not finish: exit status other than 0 or 3 (caption/summary/outcome.py), e.g.
+  crashes     the job did not finish: exit status other than 0 or 3 (caption/outcome.py), e.g.
               1 (a traceback) or a signal
   hangs       the job ran past --time-limit and was killed
   duplicates  files with more than one record

@@ -37,7 +37,7 @@ EMBEDDED_MODEL_DIR = SHIPPED_ROOT / "assets" / "models" / "vidcap-ko-tiny"
 # (`bench` is its `cpu` shape, ~157M parameters; `3b` / `7b` take the presets' architecture, for GPU machines)
 MADE_SHAPES = {"bench": "cpu", "tiny": "tiny", "3b": "3b", "7b": "7b"}
 MODELS = ("embedded", *MADE_SHAPES)
-# exit statuses of a job that ran to its end (caption/summary/outcome.py): 0 every record ok, 3 some are errors
+# exit statuses of a job that ran to its end (caption/outcome.py): 0 every record ok, 3 some are errors
 JOB_FINISHED = (0, 3)
 
 

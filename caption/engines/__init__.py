@@ -1,5 +1,5 @@
 """Inference engines behind one interface (caption.engines.base.Engine), each built from the plan's
-engine specification (caption.engines.spec.EngineSpec)."""
+engine specification (caption.settings.engine_spec.EngineSpec)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from caption.engines.base import Engine
-    from caption.engines.spec import EngineSpec
+    from caption.settings.engine_spec import EngineSpec
 
 
 def build_engine(spec: EngineSpec) -> Engine:

@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text
 from caption.engines.hf_generate import RowLengths, static_cache
-from caption.engines.spec import EngineSpec
+from caption.settings.engine_spec import EngineSpec
 from vidcap_ko.families import get_family
 
 
@@ -100,9 +100,9 @@ class HfEngine:
         self.model = _with_adapters(model, spec.adapters).eval()
         self.has_adapters = bool(spec.adapters)
         self.batch_size = spec.hf_batch_size
-        ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/engines/schema.py PREPARE_AHEAD)
+        ahead = spec.options.prepare_ahead  # auto: on a GPU (caption/settings/engine_schema.py PREPARE_AHEAD)
         self.prepare_ahead = ahead == "always" or (ahead == "auto" and self.device == "cuda")
-        # auto: the processor's pixel work on the engine's device (caption/engines/schema.py PROCESSOR_DEVICE)
+        # auto: the processor's pixel work on the engine's device (caption/settings/engine_schema.py PROCESSOR_DEVICE)
         self.processor_device = self.device if spec.options.processor_device == "auto" else "cpu"
         self.sampling = spec.sampling
         self.static_cache = static_cache(spec, self.device) if spec.options.compile_static_cache else {}

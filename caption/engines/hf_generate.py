@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from caption.engines.spec import EngineSpec
+from caption.settings.engine_spec import EngineSpec
 
 
 class RowLengths:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from caption.engines.schema import EngineSchema
 from caption.prompts import SYSTEM_PROMPT_KO, instruction_text
+from caption.settings.engine_schema import EngineSchema
 
 MAX_WAIT_S = 30.0  # the longest wait between two tries
 CONNECT_TIMEOUT_S = 10.0

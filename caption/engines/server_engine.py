@@ -23,8 +23,8 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, request_stream, take_ready
 from caption.engines.server_api import ServerError, ServerGone, call, chat_body, connect, read_answer, sampling_fields
-from caption.engines.spec import EngineSpec
-from caption.summary.outcome import EngineFailure
+from caption.outcome import EngineFailure
+from caption.settings.engine_spec import EngineSpec
 
 POLL_S = 0.02  # with room in flight, how often the loop looks for newly decoded clips
 

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text, request_stream, take_ready
-from caption.engines.spec import EngineSpec
 from caption.engines.vllm_fixes import (
     DropThreadWarning,
     enable_video_pruning_on_cpu,
     guard_kernel_rebind_scan,
     shutdown_llm,
 )
-from caption.summary.outcome import EngineFailure
+from caption.outcome import EngineFailure
+from caption.settings.engine_spec import EngineSpec
 from vidcap_ko.families import get_family
 
 # vLLM's prometheus counters this engine reports (process-wide: we report deltas).

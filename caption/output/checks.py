@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 
-from caption.output.settings_ids import IdKey, SettingsIds
+from caption.settings.settings_ids import IdKey, SettingsIds
 from vidcap_ko.record import RECORD_PREFIX, Record, is_record, segment_index
 from vidcap_ko.writing import writing
 

@@ -2,7 +2,7 @@
 
 Every record carries `settings` (what a user filters on: model, its identity, engine, dtype,
 quantization, sampling, frames) and `settings_id`, a hash of those (all but `model_path`: the model is
-known by its content, `model_id`) plus the record's own prompt text and adapter (caption/output/settings_ids.py).
+known by its content, `model_id`) plus the record's own prompt text and adapter (caption/settings/settings_ids.py).
 Resuming into an output counts a record as done only when its id is the one this job would give it; an
 output holding records made another way is refused before anything loads, naming what differs
 (caption/output/checks.py). With engine=server the server's address and the model it reports stand
@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from caption.output.settings_ids import digest
+from caption.settings.settings_ids import digest
 
 if TYPE_CHECKING:
     from caption.settings.config import JobConfig
@@ -99,7 +99,7 @@ def job_settings(job: JobConfig) -> dict:
 
 def _served(settings: dict, server: dict) -> dict:
     """engine=server: the weights are the server's, so what it reports names them: its address (no
-    credentials: caption/engines/schema.py public_url), the model name and what it loaded (its `root`).
+    credentials: caption/settings/engine_schema.py public_url), the model name and what it loaded (its `root`).
     The local checkpoint, dtype and quantization are not what made the captions."""
     named = {"server": server["base_url"], "served_model": server["served_model"], "served_root": server.get("root")}
     rest = {k: v for k, v in settings.items() if k not in ("model_path", "model_id", "dtype", "quant")}

@@ -35,7 +35,7 @@ LOCK_SUFFIX = ".lock"
 
 
 class OutputBusy(OutputRefused):
-    """Another job holds the output's lock; the message names it (exit status 6: caption/summary/outcome.py)."""
+    """Another job holds the output's lock; the message names it (exit status 6: caption/outcome.py)."""
 
 
 def lock_path(output: Path) -> Path:

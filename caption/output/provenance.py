@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
+from caption.outcome import InputGone
 from caption.output.checks import OutputRefused
 from caption.output.records_file import LEGACY_SOURCE, RecordStore, superseded_path
-from caption.summary.outcome import InputGone
 from vidcap_ko.record import Record
 from video_io.identity import Identity, StrPath, compare, file_identity, with_folder
 from video_io.store import StoreError, check_reachable, is_url

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
-from caption.summary.outcome import EngineDidNotLoad, EngineDied, EngineFailure
+from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure
 from vidcap_ko.torchvision_shim import install_line
 from video_io.decoder_process import main_script_hidden
 

@@ -16,7 +16,7 @@ from vidcap_ko.record import NotRecords, Record, parse_records, record_key, segm
 from video_io.store import is_url
 
 SUMMARY_SUFFIX = ".summary.json"  # the job saves its summary as <output>.summary.json (caption/settings/config.py)
-SCORED_TASK = "caption"  # references describe the caption task (as caption/scoring.py scores it)
+SCORED_TASK = "caption"  # references describe the caption task (as caption/summary/scoring.py scores it)
 # Record fields the page shows for each caption; the rest of a record stays in the JSONL file.
 # model and engine are the same for a whole job's file: the header lists them once.
 # settings_label: in a file holding several settings, what this record's have that the others do not;

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
+from caption.outcome import EngineDidNotLoad, EngineDied
 from caption.pipeline import STAGES, build_stages
 from caption.pipeline.record import RecordStage, record_keys
 from caption.pipeline.stage import Batch, Needs, Place, Stage, Worker, on_worker, run_stages
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
 from caption.settings.config import JobConfig
-from caption.summary.outcome import EngineDidNotLoad, EngineDied
 from video_io.store import WHERE_ENVIRONMENT
 
 if TYPE_CHECKING:

@@ -15,17 +15,17 @@ from omegaconf.errors import MissingMandatoryValue
 
 import vidcap_ko.files as shipped
 from caption.adapters import Adapter, AdapterError, load_adapters
-from caption.engines.schema import EngineSchema
-from caption.engines.spec import EngineSpec
-from caption.output.settings_ids import SettingsIds
 from caption.settings import schema
 from caption.settings.engine_choice import requested_engine
+from caption.settings.engine_schema import EngineSchema
+from caption.settings.engine_spec import EngineSpec
 from caption.settings.forced_lengths import ForcedLengths
 from caption.settings.generation import SamplingSchema
 from caption.settings.option import ConfigError as ConfigError  # where callers have always found it
 from caption.settings.option import at_least, closest, one_of
 from caption.settings.paths import JobPaths, io_paths
 from caption.settings.schema import GROUP_SCHEMAS, JobOptions, LoraSchema, RunnerSchema, SpecSchema, VideoSchema
+from caption.settings.settings_ids import SettingsIds
 from quant.plan import Plan
 from vidcap_ko.families import UnknownFamily, get_family
 from video_io.decode import DecodeSpec
@@ -86,7 +86,7 @@ class JobConfig:
     paths: JobPaths | None  # the files options name, resolved (caption/settings/paths.py); None with plan_only
     model: ModelSettings  # path and dtype as the preset gives them until the plan says what runs
     requested_engine: str  # auto, vllm, hf or server, after what sampling and speculative decoding decide
-    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/engines/schema.py)
+    engine_options: EngineSchema  # the `engine` group as composed and checked (caption/settings/engine_schema.py)
     gpu: dict[str, Any]  # the `gpu` group (quant/schema.py GpuSchema); the plan resolves it to a tier
     quant: dict[str, Any]  # the `quant` group (quant/schema.py QuantSchema); the plan resolves it
     sampling: SamplingSchema  # the `sampling` group as composed and checked (caption/settings/generation.py)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import MISSING
 
-from caption.manifest import Manifest, read_manifest
+from caption.settings.manifest import Manifest, read_manifest
 from caption.settings.option import ConfigError
 from caption.settings.schema import JobOptions
 from video_io.store import StoreError, check_reachable, check_url, fetched_copy, is_url

@@ -2,7 +2,7 @@
 
 JobSchema holds the top-level settings (JobOptions, which the job reads as one object) and types each
 config group (conf/config.yaml lists them) with its schema: the video, lora, spec and runner groups
-here, sampling in caption/settings/generation.py, engine in caption/engines/schema.py, gpu, model and quant in
+here, sampling in caption/settings/generation.py, engine in caption/settings/engine_schema.py, gpu, model and quant in
 quant/schema.py (GROUP_SCHEMAS lists them all). Hydra validates every override against them while it
 composes the config, before anything loads: a wrong type (`limit=abc`, `resume=maybe`) or an unknown
 key (`outptu=x`) stops the job in one line (caption/cli.py says it; caption/settings/config.py refuses a `+key`
@@ -20,8 +20,8 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
-from caption.engines.schema import EngineSchema
 from caption.prompts import INSTRUCTIONS_KO
+from caption.settings.engine_schema import EngineSchema
 from caption.settings.generation import SamplingSchema
 from caption.settings.option import ConfigError, at_least, one_of, option, preset_key
 from quant.schema import GpuSchema, ModelSchema, QuantSchema

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from caption.engines.base import StageClock
+from caption.outcome import exit_status, interrupts
 from caption.output.checks import keep_existing
-from caption.scoring import score_captions
 from caption.summary.console import console
 from caption.summary.coverage import coverage_of_job, coverage_warning
-from caption.summary.outcome import exit_status, interrupts
+from caption.summary.scoring import score_captions
 from caption.summary.terminal import print_plan, print_summary
 from caption.sweep import RESULT_FILE, run_dir, write_result
 from vidcap_ko.record import Record, record_key
@@ -218,7 +218,7 @@ def peak_rss_gib() -> float:
 
 def finish(job: JobConfig, tally: JobTally, stats: dict) -> dict:
     """The summary of a job that ended (however): scored, warned, saved, printed. A signal meanwhile is
-    noted, not raised (caption/summary/outcome.py interrupts), and the summary says interrupted."""
+    noted, not raised (caption/outcome.py interrupts), and the summary says interrupted."""
     summary = tally.summary(job, stats)
     summary["peak_rss_gib"] = round(peak_rss_gib(), 3)
     if summary.get("segments_run"):  # how much of the long videos the records caption (caption/summary/coverage.py)

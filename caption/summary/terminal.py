@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from caption.scoring import meteor_lines
 from caption.summary.console import console
 from caption.summary.coverage import coverage_line
+from caption.summary.scoring import meteor_lines
 from vidcap_ko.writing import free_bytes
 from video_io.crawl import VIDEO_EXTENSIONS, other_suffixes
 

@@ -125,8 +125,8 @@ def _terminal():
 def _process_state_restored():
     from hydra.core.global_hydra import GlobalHydra
 
+    from caption.outcome import interrupts
     from caption.summary.console import console
-    from caption.summary.outcome import interrupts
 
     environ, cwd, argv = dict(os.environ), os.getcwd(), list(sys.argv)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from caption.summary.outcome import EngineDied
+from caption.outcome import EngineDied
 from tests.caption.in_process import run_caption
 from tests.caption.processes import HELD, hold_a_decoder
 from vidcap_ko.exit_status import (
@@ -347,8 +347,8 @@ def test_admission_refuses_what_would_break_the_engine():
 ])
 def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch, raised, hint):
     """The library's reason in one line (a multi-line message folded), then what to do about that kind of failure."""
+    from caption.outcome import EngineDidNotLoad
     from caption.pipeline import supervisor
-    from caption.summary.outcome import EngineDidNotLoad
 
     def fails(spec):
         raise raised
@@ -385,7 +385,7 @@ sys.meta_path[:] = [NoTorchvision(f) if hasattr(f, "find_spec") else f for f in 
 from hydra import compose, initialize_config_dir
 
 from caption.settings.config import CONF_DIR
-from caption.summary.outcome import EngineDidNotLoad
+from caption.outcome import EngineDidNotLoad
 from caption.pipeline.supervisor import load_engine_or_say_why
 from caption.planning import load_planned_job
 

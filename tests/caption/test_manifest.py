@@ -1,4 +1,4 @@
-"""input_list=: the videos a Parquet, CSV or JSONL file names (caption/manifest.py), local paths or objects in
+"""input_list=: the videos a Parquet, CSV or JSONL file names (caption/settings/manifest.py), local paths or objects in
 a store (moto's S3 server on loopback), with ids that key the records and other columns carried into them;
 rows that name no video or repeat one are left out in one line each."""
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from caption.manifest import read_manifest
+from caption.settings.manifest import read_manifest
 from caption.settings.option import ConfigError
 from tests.support.s3_server import folder_files
 

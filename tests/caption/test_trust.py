@@ -11,8 +11,8 @@ import pytest
 from caption.job import run_job
 from caption.output.checks import OutputRefused, check_settings
 from caption.output.fingerprint import differences, folder_identity
-from caption.output.settings_ids import SettingsIds, settings_id
 from caption.pipeline.record import clean_caption
+from caption.settings.settings_ids import SettingsIds, settings_id
 from eval.cli import main as meteor_main
 
 

@@ -32,7 +32,7 @@ KEY_ENV = "VIDCAP_TEST_SERVER_KEY"
 KEY = f"vidcap-test-key-{secrets.token_hex(12)}"  # must appear in nothing the job writes
 SERVED = "vidcap-ko-tiny"
 ADAPTER = REPO_ROOT / "assets" / "adapters" / "vidcap-ko-detailed"
-FORWARD = Path(__file__).resolve().parents[1] / "support" / "tcp_forward.py"
+FORWARD = REPO_ROOT / "tests" / "support" / "tcp_forward.py"
 NO_PROXY = {k: "" for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
 ENV = {**os.environ, **NO_PROXY, "HF_HUB_OFFLINE": "1", KEY_ENV: KEY}
 

@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from caption.engines.schema import EngineSchema
 from caption.engines.server_api import ServerError, ServerGone, call
 from caption.settings.config import ConfigError, load_job_config
+from caption.settings.engine_schema import EngineSchema
 
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 URL = "engine.base_url=http://127.0.0.1:9/v1"

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from caption.adapters import Adapter
-from caption.engines.schema import EngineSchema
+from caption.settings.engine_schema import EngineSchema
 from caption.settings.generation import SamplingSchema
 
 
