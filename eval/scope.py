@@ -1,5 +1,5 @@
 """What a METEOR score of a caption job's records is computed over: one decision for every place that
-scores them (the job's summary and so its sweep row: caption/scoring.py; the review page:
+scores them (the job's summary and so its sweep row: caption/summary/scoring.py; the review page:
 caption/report/data.py; `caption-meteor`: eval/cli.py).
 
 - **The task.** References describe captions: the `caption` task is scored. Records of the job's other
