@@ -160,7 +160,9 @@ class DecodeStream:
                     self._hand_out()
                     busy = self._busy()
                     if len(self.results) < ahead and busy:
-                        self._collect(busy, 0.05)  # a result in: its decoder gets the next path
+                        # a result in: its decoder gets the next path. No more than `ahead`: two decoders that
+                        # finish together leave the second result in its pipe, as a decoder holds one anyway
+                        self._collect(busy, 0.05, room=ahead - len(self.results))
                     elif not busy and (self.exhausted or not self._starting()):
                         return  # nothing left to decode, or no decoder left
                     elif len(self.results) >= ahead and not self._starting():
@@ -205,10 +207,14 @@ class DecodeStream:
                 else:
                     worker.give(str(path))
 
-    def _collect(self, busy: list[DecoderProcess], timeout: float) -> None:
-        """Take the messages that arrive within `timeout` s; a decoder that died or overran its
-        deadline is replaced and its clip (or its video's segments not sent yet) becomes error results."""
-        for conn in wait([w.conn for w in busy], timeout=timeout):
+    def _collect(self, busy: list[DecoderProcess], timeout: float, room: int | None = None) -> None:
+        """Take the messages that arrive within `timeout` s, and stop once `room` results are in (None: no
+        limit); a decoder that died or overran its deadline is replaced and its clip (or its video's
+        segments not sent yet) becomes error results."""
+        before, answered = len(self.results), wait([w.conn for w in busy], timeout=timeout)
+        for conn in answered:
+            if room is not None and len(self.results) - before >= room:
+                break  # the rest stay in their pipes: each decoder holds one finished clip, as ever
             worker = next(w for w in busy if w.conn is conn)
             try:
                 message = worker.conn.recv()
@@ -227,7 +233,9 @@ class DecodeStream:
                 if message.last:
                     worker.path, worker.plan = None, None
         now = time.perf_counter()
-        for worker in [w for w in busy if w.path is not None and now - w.started > self.pool.timeout_s]:
+        overran = [w for w in busy if w.path is not None and w.conn not in answered  # an answer waiting is in time
+                   and now - w.started > self.pool.timeout_s]
+        for worker in overran:
             self._lost(worker, f"decode timed out after {self.pool.timeout_s:g}s (decoder killed): the file is "
                                "damaged, unreadable or too big for the time limit")
 

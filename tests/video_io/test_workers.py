@@ -76,3 +76,22 @@ def test_ready_says_without_waiting_whether_a_result_is_in(tmp_path, synth_dir):
             assert time.perf_counter() < deadline
             time.sleep(0.05)
         assert "timed out after 2s" in next(stream).error and pool.restarts == 1
+
+
+def test_taking_the_first_clips_stops_at_their_number_when_decoders_finish_together(tmp_path, synth_dir):
+    """While the engine loads, the stream takes the clips it starts with (`meanwhile(ahead=...)`) and no
+    more: two decoders that finish in the same instant (a thread that waited, on a busy machine) leave the
+    second clip in its decoder's pipe, where each decoder holds one anyway. Made certain here by waiting
+    until both answers are in before collecting; nothing is lost after."""
+    paths = _folder(tmp_path, synth_dir, [f"v{i}.mp4" for i in range(4)])
+    with DecodePool(DecodeSpec(EIGHT_FRAMES, width=56, height=56), workers=2, timeout_s=30) as pool:
+        stream = pool.imap(paths)
+        deadline = time.perf_counter() + 60
+        while not all(w.path is not None and w.conn.poll() for w in pool._workers):  # both answered
+            assert time.perf_counter() < deadline
+            stream._hand_out()
+            time.sleep(0.05)
+        stream._collect(stream._busy(), 1.0, room=1)
+        assert len(stream.results) == 1
+        assert sum(w.path is not None for w in pool._workers) == 1  # the other clip waits in its pipe
+        assert sorted(r.path for r in stream) == sorted(paths)  # and comes out with the rest
