@@ -10,7 +10,7 @@ shim (a CUDA image's own torchvision imports as it is), and transformers 5.17.0:
 range, not the 5.19 `make setup` resolves. It is made once under build/wheel-install/ and kept. Each
 run builds the wheel from a clean copy of the working tree, makes a fresh environment that sees the
 image's packages as a `--system-site-packages` venv sees the system's, installs the wheel there with
-pip as a user's machine would (no pip configuration: PyPI only), and captions four clips from a
+pip as a user's machine would (no pip configuration: PyPI only), and captions four clips (the command, then the API) from a
 folder outside the checkout. Downloads are cached in build/wheel-install/pip-cache.
 """
 
@@ -116,6 +116,15 @@ def _versions(python: Path) -> dict:
                                      env=env, cwd="/").stdout)
 
 
+API_FROM_THE_WHEEL = """
+import json, caption
+from caption import Captioner
+with Captioner(engine="hf") as captioner:
+    captions = {r["video"]: r["caption"] for r in captioner.caption("clips")}
+print(json.dumps({"module": caption.__file__, "captions": captions}))
+"""
+
+
 def _caption(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """A command of an environment, run from `cwd`; nothing of the checkout on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -191,6 +200,13 @@ def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhe
     assert export.returncode == 0, export.stderr[-2000:]
     with open(work / "out" / "captions.csv", newline="", encoding="utf-8") as table:
         assert len(list(csv.DictReader(table))) == 4
+
+    # the API from the installed package: the same captions as the installed command's
+    api = _caption(env_dir / "bin", work, "python", "-c", API_FROM_THE_WHEEL)
+    assert api.returncode == 0, api.stderr[-3000:]
+    from_api = json.loads(api.stdout.strip().splitlines()[-1])
+    assert from_api["module"].startswith(str(_site_packages(env_dir))), from_api["module"]  # not the checkout's
+    assert from_api["captions"] == {r["video"]: r["caption"] for r in records}
 
     # the same job from the checkout (transformers 5.19 in .venv) writes the same captions
     here = run_caption(["input_dir=clips", "output=ref/captions.jsonl", "engine=hf", "hydra.run.dir=ref/run"],
