@@ -10,8 +10,8 @@ shim (a CUDA image's own torchvision imports as it is), and transformers 5.17.0:
 range, not the 5.19 `make setup` resolves. It is made once under build/wheel-install/ and kept. Each
 run builds the wheel from a clean copy of the working tree, makes a fresh environment that sees the
 image's packages as a `--system-site-packages` venv sees the system's, installs the wheel there with
-pip as a user's machine would (no pip configuration: PyPI only), and captions four clips (the command, then the API) from a
-folder outside the checkout. Downloads are cached in build/wheel-install/pip-cache.
+pip as a user's machine would (no pip configuration: PyPI only), and captions four clips from a folder
+outside the checkout, with the command and then the API. Downloads are cached in build/wheel-install/pip-cache.
 """
 
 from __future__ import annotations
