@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 
-from caption.outcome import JobInterrupted, interrupts
+from caption.outcome import JobInterrupted, interrupts, raised_by_an_interrupt
 
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
@@ -82,7 +82,9 @@ def _job(cfg) -> float | None:
     except StoreError as exc:  # the store of input_dir= does not answer, or refuses the credentials
         print(f"caption: input unreachable: {exc}", file=console.err)
         sys.exit(EXIT_INPUT_GONE)
-    except Exception:  # a bug: the whole traceback on the terminal and in the log
+    except Exception as exc:  # a bug: the whole traceback on the terminal and in the log
+        if raised_by_an_interrupt(exc):  # a signal that landed inside a library: the stop that was asked for
+            raise JobInterrupted() from None
         trace = traceback.format_exc()
         print(trace, file=sys.stderr)
         print(f"{trace}caption: unexpected error (exit {EXIT_BUG}); please report it with the log above",

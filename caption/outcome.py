@@ -52,6 +52,24 @@ class Interrupts:
 interrupts = Interrupts()
 
 
+def raised_by_an_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a JobInterrupted (or KeyboardInterrupt) unwound. A signal that lands
+    inside a library can leave its clean-up raising another error in the interrupt's place: omegaconf's
+    ListConfig.append puts a None placeholder, catches only Exception, and its flag_override then fails
+    on the None with AttributeError. That error is the interruption, not a bug or a wrong config."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, (JobInterrupted, KeyboardInterrupt)):
+            return True
+        seen.add(id(current))
+        todo += [current.__cause__, current.__context__]
+    return False
+
+
 class EngineFailure(Exception):
     """The engine broke while requests were in flight. The engine has already yielded error
     results for those; `unsubmitted` are requests it had taken from the stream but not started."""

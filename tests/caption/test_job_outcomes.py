@@ -182,6 +182,58 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path, synth_di
     assert "caption: interrupted" in stderr or "stopped early (interrupted)" in stdout
 
 
+def test_ctrl_c_inside_omegaconf_is_still_an_interruption(tmp_path, synth_dir):
+    """A Ctrl-C that lands while omegaconf fills a list, after ListConfig.append put its None placeholder
+    and the list read its flags (a CI run under force-avx2 met it while the plan loaded the gpu presets),
+    leaves omegaconf's clean-up (flag_override) raising AttributeError on the None in its place; the command
+    still ends as interrupted (130, no traceback), not as a bug (1). The signal is made to land there: a
+    trace function raises what the signal handler raises (caption/cli.py `_on_signal`) at that line, the
+    first time it runs in the job (`_job`, once Hydra has composed the config)."""
+    import inspect
+
+    from omegaconf.basecontainer import BaseContainer
+
+    from caption.outcome import JobInterrupted, interrupts
+
+    setting = BaseContainer._set_item_impl
+    lines, first = inspect.getsourcelines(setting)
+    flags_read = first + next(i for i, line in enumerate(lines) if "input_is_node = " in line)
+    landed = []
+
+    def filling_a_list_in_the_job(frame) -> bool:
+        append = frame.f_back
+        if append.f_code.co_name != "append" or append.f_back.f_code.co_name != "_set_value_impl":
+            return False
+        while frame is not None:
+            if frame.f_code.co_name == "_job" and frame.f_code.co_filename.endswith("cli.py"):
+                return True
+            frame = frame.f_back
+        return False
+
+    def signal_lands(frame, event, arg):
+        if frame.f_code is not setting.__code__ or landed:
+            return None
+
+        def on_line(frame, event, arg):
+            if event == "line" and frame.f_lineno == flags_read and filling_a_list_in_the_job(frame):
+                landed.append(frame.f_lineno)
+                interrupts.received = True
+                raise JobInterrupted()
+            return on_line
+        return on_line
+
+    sys.settrace(signal_lands)
+    try:
+        done = run_caption([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "progress=false",
+                            f"hydra.run.dir={tmp_path / 'run'}"], env=ENV, cwd=tmp_path)
+    finally:
+        sys.settrace(None)
+    assert landed == [flags_read]
+    assert done.returncode == EXIT_INTERRUPTED and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "caption: interrupted" in done.stderr and "unexpected error" not in done.stderr
+    assert not (tmp_path / "o.jsonl").exists()  # (the real handler has said "SIGINT received, stopping")
+
+
 def test_ctrl_c_after_the_last_record_leaves_a_summary_that_says_so(tmp_path, synth_dir):
     """Signalled while it closes the engine and decoders (every record written): the job still writes its
     summary, which says it was interrupted, and exits 130."""
