@@ -182,8 +182,8 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
 
     watcher = threading.Thread(target=kill_one_when_records_arrive, daemon=True)
     watcher.start()
-    # 200 tokens a request keep the engines busy for a while, so the kill lands while batches are queued
-    long = ["sampling.min_new_tokens=200", "sampling.max_new_tokens=200"]
+    # 64 tokens a request keep each engine busy for seconds a batch, so the kill lands while batches are queued
+    long = ["sampling.min_new_tokens=64", "sampling.max_new_tokens=64"]
     status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY], tmp_path, out,
                                     started=job)
     watcher.join(timeout=5)
