@@ -546,11 +546,10 @@ def test_a_commands_earlier_summary_stays_in_its_run_folder_and_is_kept_beside_t
     folder given again (hydra.run.dir) holds the later run's instead: then the earlier one is kept."""
     folder = _two_clips_and(tmp_path, synth_dir)
     out = tmp_path / "o.jsonl"
-    command = [CAPTION, f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null"]
+    command = [f"input_dir={folder}", f"output={out}", "engine=hf", "progress=false", "references=null"]
 
-    def caption(run, *extra):
-        done = subprocess.run([*command, *extra, f"hydra.run.dir={tmp_path / run}"], capture_output=True, text=True,
-                              env=ENV, cwd=tmp_path, timeout=300)
+    def caption(run, *extra):  # the command's main() in this process (tests/caption/in_process.py)
+        done = run_caption([*command, *extra, f"hydra.run.dir={tmp_path / run}"], env=ENV, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / "o.jsonl.summary.json").read_text())
 
