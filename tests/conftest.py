@@ -6,6 +6,12 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every model here is local; never reach a hub
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+# Two test workers share two cores with the processes they start, so OpenMP's threads (torch's, vLLM's CPU
+# kernels) wait for work on cores another process needs: spinning, by default. Passive waiting measured: two
+# 12-clip vLLM jobs at once spent 0.25-0.32 s generating instead of 0.54-3.9, and the whole suite 12:56
+# instead of ~14-15 (user CPU 15:17 against 17-21 min; docs/development.md). Set before torch loads libgomp,
+# which reads it then; the processes the tests start inherit it. A machine's own setting is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from pathlib import Path  # noqa: E402
 
