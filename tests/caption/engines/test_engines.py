@@ -109,3 +109,27 @@ def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine):
     stats = vllm_engine.stats()
     assert stats["prefix_cache_queries"] > 0
     assert stats["prefix_cache_hits"] > 0  # three prompts per video share system prompt + video
+
+
+def test_the_heap_frozen_while_a_vllm_engine_starts_is_unfrozen_when_it_stops_or_fails(job_config, tmp_path, model_dir):
+    """caption/engines/vllm_engine.py freezes the heap before vLLM starts (its start-up collections then skip
+    it); vLLM's shutdown unfreezes it, and a start that fails unfreezes it at once, so no object stays out of
+    the collector's sight once no engine runs."""
+    import gc
+    import shutil
+
+    from caption.engines.vllm_engine import VllmEngine
+
+    gc.unfreeze()  # from nothing frozen (an engine shared by other tests in this process stays as it is)
+    engine = VllmEngine(job_config([]).engine_spec)
+    assert gc.get_freeze_count() > 0  # vLLM's own freeze once it is up (v1/engine/core.py)
+    engine.close()
+    assert gc.get_freeze_count() == 0
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:4096])  # a copy that stopped early
+    with pytest.raises(ValueError):  # vLLM's config check reads the cut weights' header
+        VllmEngine(job_config([f"model.path={model}"]).engine_spec)
+    assert gc.get_freeze_count() == 0
