@@ -19,7 +19,7 @@ export HF_HUB_OFFLINE ?= 1
 TEST_WORKERS ?= 2
 TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-.PHONY: setup demo test test-fast docs clean-demo
+.PHONY: setup demo test test-fast coverage docs clean-demo
 
 setup: $(SETUP_DONE)  ## create .venv and .venv-quant (Debian libs, Python packages, torchvision shim)
 
@@ -38,6 +38,12 @@ test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs 
 
 test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
 	@$(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
+
+coverage: $(SETUP_DONE)  ## the whole suite under coverage.py ([tool.coverage] in pyproject.toml); prints the total
+	@$(BIN)/coverage erase
+	@$(BIN)/coverage run -m pytest -q $(TEST_WORKERS_ARGS)
+	@$(BIN)/coverage combine -q
+	@$(BIN)/coverage report | tail -1
 
 docs: $(SETUP_DONE)  ## regenerate the generated tables (scripts/docsgen), then build the site into site/
 	@$(BIN)/python -m scripts.docsgen
