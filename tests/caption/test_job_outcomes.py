@@ -222,12 +222,13 @@ def test_ctrl_c_inside_omegaconf_is_still_an_interruption(tmp_path, synth_dir):
             return on_line
         return on_line
 
+    tracing = sys.gettrace()  # coverage.py's, under `make coverage`: put back after, or it measures no more here
     sys.settrace(signal_lands)
     try:
         done = run_caption([f"input_dir={synth_dir}", f"output={tmp_path / 'o.jsonl'}", "progress=false",
                             f"hydra.run.dir={tmp_path / 'run'}"], env=ENV, cwd=tmp_path)
     finally:
-        sys.settrace(None)
+        sys.settrace(tracing)
     assert landed == [flags_read]
     assert done.returncode == EXIT_INTERRUPTED and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "caption: interrupted" in done.stderr and "unexpected error" not in done.stderr
