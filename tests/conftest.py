@@ -113,8 +113,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionfinish(session):
     """Under `make coverage`, a test worker saves what it measured as its session ends, not at its exit:
     pytest-xdist kills a worker that has not exited 10 s after it was told to (EXIT_TIMEOUT in
-    xdist/workermanage.py, then execnet's Group.terminate), and a worker killed while it saved left a data
-    file cut short, so whole modules went missing from the total (docs/development.md)."""
+    xdist/workermanage.py, then execnet's Group.terminate), and a worker killed while it saved would leave
+    its data file cut short, unreadable to `coverage combine` (docs/development.md)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     try:
