@@ -167,8 +167,10 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     def kill_one_when_records_arrive():
         deadline = time.time() + RUN_LIMIT_S
         while time.time() < deadline and not killed:
-            pids = _actor_pids(job[0]) if job else []
-            if len(pids) == 2 and out.exists() and out.read_text(encoding="utf-8").count("\n") >= 1:
+            # the records first: the walk over /proc reads two files of every process, so it waits for them
+            records_in = job and out.exists() and out.read_text(encoding="utf-8").count("\n") >= 1
+            pids = _actor_pids(job[0]) if records_in else []
+            if len(pids) == 2:
                 # the actor generating now, by CPU time over the last half second (not in total: an actor
                 # that had sent all its batches back would cost no record, and there would be nothing to test)
                 before = {pid: _cpu_seconds(pid) for pid in pids}
