@@ -111,6 +111,36 @@ def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine):
     assert stats["prefix_cache_hits"] > 0  # three prompts per video share system prompt + video
 
 
+def test_closing_a_vllm_engine_frees_its_weights_with_one_collection_of_the_heap(job_config):
+    """caption/engines/vllm_fixes.py shutdown_llm: once close() returns, the model's parameters are gone (they
+    outlive vLLM's shutdown in reference cycles), collected by one full collection after the shutdown and
+    none inside it, where vLLM's model runner would collect the whole heap while the model is still held."""
+    import gc
+    import traceback
+    import weakref
+
+    from caption.engines.vllm_engine import VllmEngine
+
+    engine = VllmEngine(job_config([]).engine_spec)
+    runner = engine.llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+    parameters = [weakref.ref(p) for p in runner.model.parameters()]
+    del runner
+    full = []  # the file that asked for each full collection during close()
+
+    def seen(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            full.append(traceback.extract_stack(limit=2)[0].filename)  # the frame under this callback
+
+    gc.callbacks.append(seen)
+    try:
+        engine.close()
+    finally:
+        gc.callbacks.remove(seen)
+    assert parameters and not any(p() is not None for p in parameters)
+    assert any(f.endswith("vllm_fixes.py") for f in full), full
+    assert not any(f.endswith("gpu_model_runner.py") for f in full), full
+
+
 def test_the_heap_frozen_while_a_vllm_engine_starts_is_unfrozen_when_it_stops_or_fails(job_config, tmp_path, model_dir):
     """caption/engines/vllm_engine.py freezes the heap before vLLM starts (its start-up collections then skip
     it); vLLM's shutdown unfreezes it, and a start that fails unfreezes it at once, so no object stays out of
