@@ -4,6 +4,8 @@ handle on it (DecoderProcess)."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import signal
 import sys
 import time
@@ -175,6 +177,55 @@ def _changed_error(changed: str) -> str:
             "either file's; run the job again to caption the file there now")
 
 
+# What a decoder process runs, imported once by the fork server rather than by every decoder: a spawned
+# decoder spends ~0.2 CPU-s starting an interpreter and importing these (PyAV with its first clip), one forked
+# from the server is ready in milliseconds (`caption-bench decoder-start`, docs/decoding.md "How many
+# decoders"); a job pays that per decoder, and again for each one replacing a decoder killed on a bad file.
+PRELOADED = ["video_io.decoder_process", "av"]
+
+
+def decoder_context(start_method: str | None = None):
+    """The multiprocessing context decoders start in: `start_method`, or by default a fork server where the
+    platform has one (Linux, macOS), else spawn. Never a plain fork of the job: the job's process holds the
+    engine's threads (OpenMP, vLLM), which a forked child would inherit in whatever state they were.
+
+    The fork server is started once per process, from a fresh interpreter (multiprocessing/forkserver.py), and
+    kept until the process ends; the modules it preloads are set for that process (its first start keeps
+    them)."""
+    if start_method is None:
+        start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(PRELOADED)
+    return ctx
+
+
+@dataclass
+class Inherited:
+    """What a decoder spawned by the job would have inherited at its start and one forked from the fork
+    server does not, since the server started earlier: the job's environment as it is now (an object store's
+    credentials set since: video_io/store.py reads them), and the cores of the thread starting it. The folder
+    and import path come with multiprocessing's own preparation (spawn.prepare)."""
+
+    environment: dict[str, str]
+    cores: set[int] | None
+
+    @classmethod
+    def now(cls) -> "Inherited":
+        cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        return cls(dict(os.environ), cores)
+
+    def take(self) -> None:
+        if os.environ != self.environment:
+            os.environ.clear()
+            os.environ.update(self.environment)
+        if self.cores is not None:
+            try:
+                os.sched_setaffinity(0, self.cores)
+            except OSError:  # cores this process may not use (its cgroup changed meanwhile): it keeps the server's
+                pass
+
+
 DECODER_PROCESS_NAME = "vidcap-decoder"  # what `ps -e`, `top` and /proc/<pid>/comm call a decoder process
 
 
@@ -189,7 +240,8 @@ def _name_process(name: str) -> None:
         pass
 
 
-def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn) -> None:
+def _worker_main(conn, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn, inherited: Inherited) -> None:
+    inherited.take()
     # Ctrl-C reaches every process of the terminal's group: the parent decides what stops (and
     # stops us through the pipe or a kill), a worker must not die with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -232,7 +284,8 @@ class DecoderProcess:
 
     def __init__(self, ctx, spec: DecodeSpec, segments: SegmentSpec | None, decode_fn):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, spec, segments, decode_fn), daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, spec, segments, decode_fn, Inherited.now()),
+                                   daemon=True)
         with main_script_hidden():
             self.process.start()
         child.close()
@@ -251,9 +304,9 @@ class DecoderProcess:
 
     def has_started(self, timeout: float = 0.0) -> bool:
         """Whether it is ready for a clip, waiting up to `timeout` s for the ALIVE it sends once started. A
-        clip's deadline starts when it is given: a process still starting (spawned, importing numpy and
-        PyAV: seconds on a busy machine) is given none. One that died starting counts as started: the clip
-        it is then given finds it dead and gets the error."""
+        clip's deadline starts when it is given: a process still starting (forked in milliseconds; spawned where
+        there is no fork server, importing numpy and PyAV: seconds on a busy machine) is given none. One that
+        died starting counts as started: the clip it is then given finds it dead and gets the error."""
         if not self.up:
             try:
                 if self.conn.poll(timeout):

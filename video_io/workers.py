@@ -19,7 +19,6 @@ overrun, the video's segments not yet sent come back as error results, each with
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 import time
 from collections import deque
@@ -34,6 +33,7 @@ from video_io.decoder_process import (
     DecoderProcess,
     SegmentPlan,
     decode_path,
+    decoder_context,
     exit_reason,
 )
 from video_io.segmenting import SegmentSpec
@@ -50,18 +50,19 @@ class DecodePool:
     auto_decode_workers). Results arrive in completion order; each names its path (and, for a video
     `segments` splits, its segment: one result each, in time order). `workers=0` decodes in the calling process (no
     deadline: for debugging and tiny inputs only). `decode_fn` must be a module-level function
-    (workers are spawned) with decode_clip's signature; tests use it to inject hangs.
+    (it is pickled to the worker) with decode_clip's signature; tests use it to inject hangs. `start_method`:
+    multiprocessing's, default a fork server (video_io/decoder_process.py decoder_context).
     """
 
     def __init__(self, spec: DecodeSpec, workers: int, timeout_s: float = DECODE_TIMEOUT_S,
-                 start_method: str = "spawn", decode_fn=decode_clip, segments: SegmentSpec | None = None):
+                 start_method: str | None = None, decode_fn=decode_clip, segments: SegmentSpec | None = None):
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
         if timeout_s <= 0:
             raise ValueError(f"decode timeout must be > 0 s, got {timeout_s}")
         self.spec, self.n_workers, self.timeout_s = spec, workers, timeout_s
         self.decode_fn, self.segments = decode_fn, segments
-        self._ctx = mp.get_context(start_method)
+        self._ctx = decoder_context(start_method)
         self._workers: list[DecoderProcess] = []
         self.restarts = 0
 

@@ -19,6 +19,7 @@ from caption.bench import (
     cpu_runtime,
     decode,
     decode_memory,
+    decoder_start,
     engine_only,
     engines,
     gpu,
@@ -49,7 +50,8 @@ from vidcap_ko.writing import WriteFailed, check_can_write
 BENCHMARKS = {
     "engines": engines, "engine-only": engine_only, "compile": torch_compile, "cpu-runtime": cpu_runtime,
     "memory": memory, "runners": runners, "prefix": prefix, "spec": spec, "prune": prune, "lora": lora, "quant": quant,
-    "sampling": sampling, "decode": decode, "decode-memory": decode_memory, "meteor": meteor,
+    "sampling": sampling, "decode": decode, "decode-memory": decode_memory,
+    "decoder-start": decoder_start, "meteor": meteor,
     "chaos": chaos, "scaleout": scaleout, "scenes": scenes, "scenes-real": scenes_real, "segments": segments,
     "installers": installers, "gpu": gpu, "resume": resume, "server": server, "store": store,
 }

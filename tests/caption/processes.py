@@ -29,18 +29,19 @@ def children_of(pid: int) -> list[int]:
 
 
 def decoders_of(pid: int) -> list[int]:
-    """The decoder processes (video_io/decoder_process.py names them) the job `pid` started."""
+    """The decoder processes (video_io/decoder_process.py names them) the job `pid` started: children of the
+    fork server it started (video_io/decoder_process.py decoder_context), or its own where they are spawned."""
     from video_io.decoder_process import DECODER_PROCESS_NAME
 
     found = []
-    for child in children_of(pid):
+    for process in [p for child in children_of(pid) for p in (child, *children_of(child))]:
         try:
-            with open(f"/proc/{child}/comm") as f:
+            with open(f"/proc/{process}/comm") as f:
                 name = f.read().strip()
         except OSError:
             continue
         if name == DECODER_PROCESS_NAME:
-            found.append(child)
+            found.append(process)
     return found
 
 

@@ -1,9 +1,11 @@
-"""Decoders that misbehave, for the worker-pool tests (module-level: workers are spawned)."""
+"""Decoders that misbehave, for the worker-pool tests (module-level: they are pickled to the workers)."""
 
+import json
 import os
+import sys
 import time
 
-from video_io.decode import decode_clip
+from video_io.decode import DecodeError, decode_clip
 
 
 def hang_on_name(path, spec):
@@ -30,3 +32,10 @@ def crash_in_third_segment(path, spec):
     if spec.window is not None and 15.0 <= spec.window[0] < 30.0:
         os._exit(11)
     return decode_clip(path, spec)
+
+
+def report_surroundings(path, spec):
+    """Decodes nothing: its error says what the decoder process sees (an environment variable, its cores,
+    whether PyAV was imported before its first clip, its parent)."""
+    raise DecodeError(json.dumps({"mark": os.environ.get("VIDCAP_TEST_MARK"), "cores": sorted(os.sched_getaffinity(0)),
+                                  "av_preloaded": "av" in sys.modules, "parent": os.getppid(), "pid": os.getpid()}))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import time
 
-from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, slow_on_name
+from tests.video_io.hanging_decoders import crash_on_name, hang_on_name, report_surroundings, slow_on_name
 from video_io.decode import DecodeSpec
 from video_io.sampling import SamplingSpec
 from video_io.workers import DecodePool
@@ -95,3 +97,30 @@ def test_taking_the_first_clips_stops_at_their_number_when_decoders_finish_toget
         assert len(stream.results) == 1
         assert sum(w.path is not None for w in pool._workers) == 1  # the other clip waits in its pipe
         assert sorted(r.path for r in stream) == sorted(paths)  # and comes out with the rest
+
+
+def _surroundings(result) -> dict:
+    return json.loads(result.error[result.error.index("{"):])
+
+
+def test_decoders_are_forked_from_one_server_and_see_the_jobs_environment_and_cores_of_now(tmp_path, synth_dir,
+                                                                                         monkeypatch):
+    """The fork server starts with the first decoder of this process; a decoder started later, after the job
+    changed its environment and its cores, sees them as a spawned one would."""
+    paths = _folder(tmp_path, synth_dir, ["a.mp4", "b.mp4"])
+    with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=1, decode_fn=report_surroundings) as pool:
+        before = [_surroundings(r) for r in pool.imap(paths[:1])]
+    monkeypatch.setenv("VIDCAP_TEST_MARK", "set after the server started")
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(cores)})
+    try:
+        with DecodePool(DecodeSpec(EIGHT_FRAMES), workers=2, decode_fn=report_surroundings) as pool:
+            after = [_surroundings(r) for r in pool.imap(paths)]
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert before[0]["mark"] is None and before[0]["cores"] == sorted(cores)
+    assert [(s["mark"], s["cores"]) for s in after] == [("set after the server started", [max(cores)])] * 2
+    seen = before + after
+    # one parent, not this process: the fork server, which had PyAV imported before any decoder started
+    assert len({s["parent"] for s in seen}) == 1 and seen[0]["parent"] != os.getpid()
+    assert all(s["av_preloaded"] for s in seen)
