@@ -6,8 +6,9 @@ For each start method, starts --decoders decoder processes one after another, as
 decoder killed on a hung or crashing file, and gives each one synthetic clip (caption-synth's, at the
 embedded model's frame budget): the seconds until it says it is ready, its CPU seconds by then, and the
 seconds and CPU seconds until its clip is back (spawned decoders import PyAV with their first clip, the
-fork server has it already). CPU seconds are each decoder's own (its /proc/<pid>/stat, read before it is
-stopped); the fork server's start, paid once by the job, is its own row. Both methods run in this one
+fork server has it already); median seconds, mean CPU seconds. CPU seconds are each decoder's own (its
+/proc/<pid>/stat, read before it is stopped); the fork server's start, paid once by the job, is a line
+of its own. Both methods run in this one
 process, spawn first (its decoders are not affected by a fork server that is not there yet).
 Writes <out>/results.json, results.md and results.png; the last line printed is a JSON summary.
 """
@@ -72,26 +73,30 @@ def run(args) -> int:
         rows[method] = [one_decoder(method, clip) for _ in range(args.decoders)]
         if method == "forkserver":  # started by the first of them, running until this process ends
             server = {"first_ready_s": rows[method][0]["ready_s"], "cpu_s": _cpu_s(rows[method][0]["parent"])}
-    # the median decoder (the fork server's first decoder waits for the server's start: its own row)
-    median = {method: {key: statistics.median(r[key] for r in runs[1:] or runs) for key in runs[0] if key != "parent"}
-              for method, runs in rows.items()}
-    lines = [f"{args.decoders} decoders per start method, one after another, each given one clip (median; the "
-             "fork server's first decoder left out)", "",
+    # per decoder: the median of the times, the mean of the CPU seconds (a process's are counted in 10-ms ticks);
+    # the fork server's first decoder, which waited for the server to start, is left out (the server's own row)
+    typical = {}
+    for method, runs in rows.items():
+        kept = runs[1:] or runs
+        typical[method] = {**{key: statistics.median(r[key] for r in kept) for key in ("ready_s", "clip_s")},
+                           **{key: statistics.fmean(r[key] for r in kept) for key in ("ready_cpu_s", "clip_cpu_s")}}
+    lines = [f"{args.decoders} decoders per start method, one after another, each given one clip: median seconds, "
+             "mean CPU seconds (the fork server's first decoder left out)", "",
              "| start method | ready s | CPU s when ready | clip back s | CPU s with the clip |",
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {method} | {m['ready_s']:.3f} | {m['ready_cpu_s']:.3f} | {m['clip_s']:.3f} | {m['clip_cpu_s']:.3f} |"
-              for method, m in median.items()]
+              for method, m in typical.items()]
     assert server is not None
-    ratio = median["spawn"]["clip_cpu_s"] / max(median["forkserver"]["clip_cpu_s"], 1e-3)
+    ratio = typical["spawn"]["clip_cpu_s"] / max(typical["forkserver"]["clip_cpu_s"], 1e-3)
     lines += ["", f"The fork server itself: started with the first decoder ({server['first_ready_s']:.3f} s until it "
               f"was ready), {server['cpu_s']:.3f} CPU s for this process's life.",
               f"CPU per decoder through its first clip, spawn / fork server: {ratio:.1f}x."]
     print("\n".join(lines))
-    labels = list(median)
+    labels = list(typical)
     write_results(args.out, "decoder-start", {"decoders": args.decoders, "clip": Path(clip).name, "runs": rows,
-                                              "median": median, "fork_server": server, "cpu_ratio": ratio}, lines,
-                  bars(labels, {"ready s": [median[m]["ready_s"] for m in labels],
-                                "CPU s with the clip": [median[m]["clip_cpu_s"] for m in labels]}, "seconds"),
+                                              "per_decoder": typical, "fork_server": server, "cpu_ratio": ratio}, lines,
+                  bars(labels, {"ready s": [typical[m]["ready_s"] for m in labels],
+                                "CPU s with the clip": [typical[m]["clip_cpu_s"] for m in labels]}, "seconds"),
                   "decoder process start-up: spawned vs forked from the fork server")
-    print(json.dumps({"median": median, "fork_server": server, "cpu_ratio": round(ratio, 2)}))
+    print(json.dumps({"per_decoder": typical, "fork_server": server, "cpu_ratio": round(ratio, 2)}))
     return 0
