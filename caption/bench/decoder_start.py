@@ -66,7 +66,7 @@ def one_decoder(method: str, clip: str) -> dict:
 def run(args) -> int:
     if args.decoders < 1:
         raise SystemExit("caption-bench decoder-start: --decoders must be at least 1")
-    clip = str(sorted(clip_set("decoder-start", 1, seed=7).glob("*.mp4"))[0])
+    clip = str(sorted(clip_set("clip", 1, seed=7, root=args.out).glob("*.mp4"))[0])  # made once, in --out
     rows: dict[str, list[dict]] = {}
     server = None
     for method in METHODS:
