@@ -178,7 +178,7 @@ def _changed_error(changed: str) -> str:
 
 
 # What a decoder process runs, imported once by the fork server rather than by every decoder: a spawned
-# decoder spends ~0.2 CPU-s starting an interpreter and importing these (PyAV with its first clip), one forked
+# decoder spends ~0.3 CPU-s starting an interpreter and importing these (PyAV with its first clip), one forked
 # from the server is ready in milliseconds (`caption-bench decoder-start`, docs/decoding.md "How many
 # decoders"); a job pays that per decoder, and again for each one replacing a decoder killed on a bad file.
 PRELOADED = ["video_io.decoder_process", "av"]

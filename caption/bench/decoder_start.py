@@ -7,9 +7,8 @@ decoder killed on a hung or crashing file, and gives each one synthetic clip (ca
 embedded model's frame budget): the seconds until it says it is ready, its CPU seconds by then, and the
 seconds and CPU seconds until its clip is back (spawned decoders import PyAV with their first clip, the
 fork server has it already); median seconds, mean CPU seconds. CPU seconds are each decoder's own (its
-/proc/<pid>/stat, read before it is stopped); the fork server's start, paid once by the job, is a line
-of its own. Both methods run in this one
-process, spawn first (its decoders are not affected by a fork server that is not there yet).
+/proc/<pid>/stat, read before it is stopped); the fork server's start, paid once by the job, is a line of
+its own. Both methods run in this one process, spawn first (no fork server exists yet to affect it).
 Writes <out>/results.json, results.md and results.png; the last line printed is a JSON summary.
 """
 
