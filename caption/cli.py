@@ -45,6 +45,13 @@ def _on_signal(signum, frame) -> None:
         raise JobInterrupted()
 
 
+def _stop_if_raised_by_an_interrupt(exc: BaseException) -> None:
+    """A signal that landed inside a library can come back as that library's error (caption/outcome.py
+    `raised_by_an_interrupt`): the stop that was asked for, not a bug or a wrong config."""
+    if raised_by_an_interrupt(exc):
+        raise JobInterrupted() from None
+
+
 def install_signal_handlers() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
@@ -53,43 +60,23 @@ def install_signal_handlers() -> None:
 def _job(cfg) -> float | None:
     """The Hydra task: one job (one of a sweep's), from its composed config to its exit status."""
     from caption.job import run_job
-    from caption.output.checks import OutputRefused
-    from caption.output.lock import OutputBusy
-    from caption.settings.config import ConfigError
     from caption.settings.unread import task_overrides
     from caption.sweep import in_multirun, run_dir
-    from vidcap_ko.writing import WriteFailed, writing
-    from video_io.store import StoreError
+    from vidcap_ko.writing import writing
 
-    if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it
-        sys.exit(EXIT_INTERRUPTED)
+    if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it. Or the
+        # signal landed in Hydra's first composition, which only asks whether this is a sweep and swallows any
+        # Exception (hydra/_internal/hydra.py `get_mode`), such as omegaconf's clean-up error in its place
+        raise JobInterrupted()
     folder = run_dir()
     if not cfg.get("verbose") and folder is not None:
         with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):
             console.quiet(folder / LOG_FILE)
     try:
         summary = run_job(cfg, given=task_overrides())
-    except OutputBusy as exc:  # another job writes this output: a scheduler may try again later
-        print(f"caption: refused: {exc}", file=console.err)
-        sys.exit(EXIT_OUTPUT_BUSY)
-    except (ConfigError, OutputRefused) as exc:
-        kind = "invalid config" if isinstance(exc, ConfigError) else "refused"
-        print(f"caption: {kind}: {exc}", file=console.err)
-        sys.exit(EXIT_USAGE)
-    except WriteFailed as exc:  # before the job had its records open, e.g. a read-only output folder
-        print(f"caption: {exc}", file=console.err)
-        sys.exit(EXIT_WRITE_FAILED)
-    except StoreError as exc:  # the store of input_dir= does not answer, or refuses the credentials
-        print(f"caption: input unreachable: {exc}", file=console.err)
-        sys.exit(EXIT_INPUT_GONE)
-    except Exception as exc:  # a bug: the whole traceback on the terminal and in the log
-        if raised_by_an_interrupt(exc):  # a signal that landed inside a library: the stop that was asked for
-            raise JobInterrupted() from None
-        trace = traceback.format_exc()
-        print(trace, file=sys.stderr)
-        print(f"{trace}caption: unexpected error (exit {EXIT_BUG}); please report it with the log above",
-              file=console.err)
-        sys.exit(EXIT_BUG)
+    except Exception as exc:
+        _stop_if_raised_by_an_interrupt(exc)
+        sys.exit(_say_why_it_ended(exc))
     finally:
         console.restore()
     status = summary.get("exit_status", EXIT_OK)
@@ -99,6 +86,35 @@ def _job(cfg) -> float | None:
         sys.exit(status)
     # the return value is what a Hydra sweeper optimises / records
     return summary.get("videos_per_s")
+
+
+def _say_why_it_ended(exc: Exception) -> int:
+    """Says on the terminal why the job ended with `exc`: raised before its records were open, or a bug.
+    Returns the exit status."""
+    from caption.output.checks import OutputRefused
+    from caption.output.lock import OutputBusy
+    from caption.settings.config import ConfigError
+    from vidcap_ko.writing import WriteFailed
+    from video_io.store import StoreError
+
+    if isinstance(exc, OutputBusy):  # another job writes this output: a scheduler may try again later
+        print(f"caption: refused: {exc}", file=console.err)
+        return EXIT_OUTPUT_BUSY
+    if isinstance(exc, (ConfigError, OutputRefused)):
+        kind = "invalid config" if isinstance(exc, ConfigError) else "refused"
+        print(f"caption: {kind}: {exc}", file=console.err)
+        return EXIT_USAGE
+    if isinstance(exc, WriteFailed):  # before the job had its records open, e.g. a read-only output folder
+        print(f"caption: {exc}", file=console.err)
+        return EXIT_WRITE_FAILED
+    if isinstance(exc, StoreError):  # the store of input_dir= does not answer, or refuses the credentials
+        print(f"caption: input unreachable: {exc}", file=console.err)
+        return EXIT_INPUT_GONE
+    trace = traceback.format_exc()  # a bug: the whole traceback on the terminal and in the log
+    print(trace, file=sys.stderr)
+    print(f"{trace}caption: unexpected error (exit {EXIT_BUG}); please report it with the log above",
+          file=console.err)
+    return EXIT_BUG
 
 
 def main() -> None:
@@ -113,7 +129,11 @@ def main() -> None:
     # which prints a traceback and exits 1: they are the user's to fix (2) or the machine's (5)
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        _compose_and_run()
+        try:
+            _compose_and_run()
+        except Exception as exc:  # e.g. a signal inside a class body while hydra imports: Python's RuntimeError
+            _stop_if_raised_by_an_interrupt(exc)  # "Error calling __set_name__", raised from the interrupt
+            raise
     except JobInterrupted:  # before the job had its records open, or while it closed them
         print("caption: interrupted; records already written are kept: run the same command again to resume",
               file=sys.stderr)
@@ -134,14 +154,17 @@ def _compose_and_run() -> None:
     try:
         app()
     except WriteFailed as exc:  # caption.log, a sweep table
+        _stop_if_raised_by_an_interrupt(exc)
         print(f"caption: {exc}", file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
     except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
+        _stop_if_raised_by_an_interrupt(exc)
         from caption.settings.help import explain_composition_error
 
         print(f"caption: invalid config: {explain_composition_error(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # Hydra writing its files into the run folder (after the Hydra errors: some are OSErrors)
+        _stop_if_raised_by_an_interrupt(exc)
         print(f"caption: {WriteFailed(exc.filename or 'run folder', exc, 'run folder', 'hydra.run.dir')}",
               file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
