@@ -75,7 +75,10 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
         for job in jobs:
             yield fn(job, max_side, quality)
         return
-    ctx = mp.get_context("spawn")  # as the caption job's decoders: no forked native-library state
+    # spawned: no forked native-library state, and the environment as it is now (an object store's
+    # credentials). Unlike the job's decoders (video_io/decoder_process.py decoder_context), a report starts
+    # its pool once, so a fork server would save only the start-up of `workers` processes
+    ctx = mp.get_context("spawn")
     pending = list(jobs)
     while pending:
         todo, pending = pending, []

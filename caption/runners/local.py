@@ -29,8 +29,9 @@ class LocalRunner:
         for stage in self.decoders:
             stage.setup()
         self.decoded = run_stages(self.decoders, [str(path) for _, path in todo], self.batch)
-        # decoder processes start (spawned: seconds of imports each) while the engine loads, and decode the
-        # clips it takes at its start: the first batch is decoded, not waited for, when the engine is ready
+        # decoder processes start (a fork server's first, ~0.2 s: video_io/decoder_process.py) while the engine
+        # loads, and decode the clips it takes at its start: the first batch is decoded, not waited for, when
+        # the engine is ready
         # (on one H100 the first batch's wait was most of the 7B job's engine idle: docs/benchmarks.md)
         first_clips = self.job.engine_spec.first_clips if self.job.engine_spec is not None else 0
         with self.decoded.meanwhile(ahead=first_clips):
