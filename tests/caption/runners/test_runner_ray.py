@@ -244,6 +244,7 @@ def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tm
         h.wait()
 
 
+@pytest.mark.slow  # its engine actors start vLLM (the weights then fail to load): 42 s of `make test-fast`'s 2:56
 def test_a_model_that_does_not_load_in_the_actors_stops_the_job_in_one_line(clips, tmp_path, model_dir):
     """A weights file cut short: the first actor whose engine does not load stops the job with its reason,
     as the local runner does; no clip gets an error record (a rerun with the model mended captions them all)."""
