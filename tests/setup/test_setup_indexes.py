@@ -23,10 +23,10 @@ TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 @pytest.fixture(scope="module")
 def uv_cache(tmp_path_factory):
-    """uv's cache for these resolutions, removed after them. In the user's cache (~/.cache/uv) each resolution
-    left a new copy of kiwipiepy-model's built sdist (293 MB; PyPI ships it as an sdist only), never reused:
-    270 of them, 36 GiB, filled this workplace's disk, where CI's checkout lives too (`uv cache prune` removed
-    them)."""
+    """uv's cache for these resolutions, removed after them. Where PyPI's files come without cache headers (this
+    workplace's network: docs/development.md), each resolution left a new copy of kiwipiepy-model's built sdist
+    (293 MB; PyPI ships it as an sdist only) in the user's cache (~/.cache/uv), never reused: 270 of them,
+    36 GiB, on the disk CI's checkout shares (`uv cache prune` removed them)."""
     folder = tmp_path_factory.mktemp("uv-cache")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
