@@ -189,6 +189,17 @@ def clip_set(name: str, n: int, seed: int, root: Path = BENCH_DATA, size: tuple[
     return clips
 
 
+def footage_set(name: str, n: int, seed: int, footage_args: list[str], root: Path = BENCH_DATA) -> Path:
+    """<root>/<name>-seed<seed>-n<n>: n clips of the footage generator (video_io/synth/footage.py, real sizes and
+    codecs) made with `footage_args`, once, a clip per core at a time."""
+    clips = Path(root) / f"{name}-seed{seed}-n{n}"
+    if not (clips / "references.jsonl").exists():  # the generator writes it after the last clip
+        subprocess.run([sys.executable, "-m", "video_io.synth.footage", "--out", str(clips), "--n", str(n),
+                        "--seed", str(seed), *footage_args, "--workers", str(len(os.sched_getaffinity(0)))],
+                       check=True, cwd=REPO_ROOT)
+    return clips
+
+
 def decoded_clips(name: str, n: int, seed: int, overrides: list[str] = ()) -> tuple[Path, list]:
     """A clip set (`clip_set`) and its clips decoded as the job would, sorted by path (frame count and
     size are the model preset's: pass the same overrides as the job's)."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import av
 import numpy as np
@@ -42,6 +45,22 @@ def test_same_seed_same_bytes(tmp_path):
     records = [json.loads(line) for line in open(tmp_path / "a" / "references.jsonl", encoding="utf-8")]
     assert [r["video"] for r in records] == sorted(p.name for p in (tmp_path / "a").glob("*.mp4"))
     assert all(len(r["references"]) >= 3 and r["delivery"]["width"] == 96 for r in records)
+
+
+def test_clips_made_in_several_processes_are_those_made_in_one(tmp_path, capsys):
+    """In-process, and as `python -m video_io.synth.footage` (then the generator is __main__, which the
+    spawned children are not told of)."""
+    args = ["--n", "3", "--size", "96x64", "--seconds", "0.5", "--profile", "mixed", "--exact", "--seed", "2"]
+    assert main(["--out", str(tmp_path / "one"), *args]) == 0
+    assert main(["--out", str(tmp_path / "three"), "--workers", "3", *args]) == 0
+    assert _digests(tmp_path / "one") == _digests(tmp_path / "three")  # references.jsonl too: in index order
+    made = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("footage_")]
+    assert made == sorted(p.name for p in (tmp_path / "one").glob("*.mp4")) * 2
+    module = subprocess.run([sys.executable, "-m", "video_io.synth.footage", "--out", str(tmp_path / "two"),
+                             "--workers", "2", *args], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert module.returncode == 0, module.stderr
+    assert _digests(tmp_path / "two") == _digests(tmp_path / "one")
 
 
 def test_profiles_cover_what_cameras_and_libraries_deliver():

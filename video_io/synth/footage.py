@@ -3,6 +3,7 @@ measuring decoding and the job on something heavier than the 112x112 training cl
 
     python -m video_io.synth.footage --out data/footage --n 6 --seed 0 [--profile mixed]
     python -m video_io.synth.footage --out /tmp/f --n 2 --size 320x180 --seconds 2   # small
+    python -m video_io.synth.footage --out data/4k --n 16 --size 3840x2160 --seconds 3 --codec hevc --workers 16
 
 Profiles (each clip draws its own settings from the seed, within the profile):
   camera  1080p or 4K landscape, 24/30/60 fps, H.264 or HEVC, short GOP (1-2 s), moov at the end
@@ -26,6 +27,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -241,6 +243,29 @@ def write_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> dict:
             "delivery": asdict(spec)}
 
 
+def _timed_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> tuple[dict, float]:
+    started = time.perf_counter()
+    return write_footage(path, seed, index, spec), time.perf_counter() - started
+
+
+def _written(clips: list[tuple[Path, int, FootageSpec]], seed: int, workers: int) -> Iterator[tuple[dict, float]]:
+    """(references record, seconds) of each clip (path, index, spec) written, in order: here, or in `workers`
+    spawned processes (a 4K clip takes its one process tens of seconds, mostly x265 and one frame at a time)."""
+    if workers <= 1 or len(clips) <= 1:
+        yield from (_timed_footage(path, seed, index, spec) for path, index, spec in clips)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from itertools import repeat
+
+    from video_io.decoder_process import main_script_hidden
+
+    paths, indices, specs = zip(*clips)
+    # spawned, as the synth data set's workers are (video_io/synth/dataset.py): a child must not run the caller's script
+    with main_script_hidden(), ProcessPoolExecutor(min(workers, len(clips)), mp.get_context("spawn")) as pool:
+        yield from pool.map(_timed_footage, paths, repeat(seed), indices, specs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m video_io.synth.footage", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the clips and references.jsonl")
@@ -255,15 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="fast", help="x264/x265 preset (slower: smaller files)")
     parser.add_argument("--mbps", type=float, help="average bitrate in Mbit/s (default: camera-like, by pixels "
                                                    "per second: 4K30 HEVC ~37, 1080p30 H.264 ~16)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="clips made at once, each in its own process (a clip depends only on the seed and its "
+                             "index; x265 and x264 also thread within a clip)")
     parser.add_argument("--exact", action="store_true",
                         help="byte-identical files per seed (single-threaded encoding; without it "
                              "the pictures are identical, the bitstreams may differ by threading)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
+    if args.workers < 1:
+        parser.error("--workers must be >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    records = []
+    clips = []
     for index in range(args.n):
         spec = draw_spec(args.profile, np.random.default_rng([args.seed, index, 3]))
         overrides = {k: v for k, v in (("seconds", args.seconds), ("fps", args.fps), ("codec", args.codec),
@@ -274,12 +304,13 @@ def main(argv: list[str] | None = None) -> int:
             spec = replace(spec, preset=args.preset, exact=args.exact, **overrides)
         except ValueError as exc:
             parser.error(str(exc))
-        name = f"footage_{index:05d}_{spec.width}x{spec.height}_{spec.fps}fps_{spec.codec}.mp4"
-        clip_started = time.perf_counter()
-        records.append(write_footage(args.out / name, args.seed, index, spec))
-        print(f"{name}: {spec.n_frames} frames, GOP {spec.gop}, rotation {spec.rotation}, "
-              f"{(args.out / name).stat().st_size / 2**20:.1f} MiB in {time.perf_counter() - clip_started:.1f}s",
-              flush=True)
+        clips.append((args.out / f"footage_{index:05d}_{spec.width}x{spec.height}_{spec.fps}fps_{spec.codec}.mp4",
+                      index, spec))
+    records = []
+    for (path, _, spec), (record, seconds) in zip(clips, _written(clips, args.seed, args.workers)):
+        records.append(record)
+        print(f"{path.name}: {spec.n_frames} frames, GOP {spec.gop}, rotation {spec.rotation}, "
+              f"{path.stat().st_size / 2**20:.1f} MiB in {seconds:.1f}s", flush=True)
     with open(args.out / REFERENCES_FILE, "w", encoding="utf-8") as refs:
         for record in records:
             refs.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -288,4 +319,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m video_io.synth.footage`, this file is __main__; its spawned workers are not told of
+    # __main__ (video_io/decoder_process.py main_script_hidden), and unpickle a clip's function and spec by
+    # their module's name. So the module runs under that name.
+    from video_io.synth.footage import main as footage_main
+
+    sys.exit(footage_main())

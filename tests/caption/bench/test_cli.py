@@ -115,29 +115,75 @@ def test_gpu_runs_with_what_is_installed_and_says_what_it_skipped(tmp_path):
     feed = {"step": "feed-processor-auto-ahead-auto", "exit_code": 0, "wall_s": 40.2, "videos_per_s": 2.41,
             "engine_idle_fraction": 0.0392, "first_batch_wait_s": {"requests": 0.51, "processor": 0.33},
             "peak_rss_gib": 7.3}
-    rows = [line for line in gpu.report([feed, {**feed, "step": "prune-7b", "first_batch_wait_s": None}],
+    job = {**feed, "step": "job-4k-nvdec", "summary": {"stages_s": {"engine_step": 25.4}, "decode_s_total": 44.8,
+                                                       "videos_run": 32}}
+    rows = [line for line in gpu.report([feed, {**feed, "step": "prune-7b", "first_batch_wait_s": None}, job],
                                         tmp_path, versions, skip) if line.startswith("| ")]
-    assert rows[1:] == ["| feed-processor-auto-ahead-auto | 0 | 40.2 | 2.41 | 3.9% | 0.51 + 0.33 | 7.3 |",
-                        "| prune-7b | 0 | 40.2 | 2.41 | 3.9% | - | 7.3 |"]
+    assert rows[1:] == ["| feed-processor-auto-ahead-auto | 0 | 40.2 | 2.41 | 3.9% | 0.51 + 0.33 | - | - | 7.3 |",
+                        "| prune-7b | 0 | 40.2 | 2.41 | 3.9% | - | - | - | 7.3 |",
+                        "| job-4k-nvdec | 0 | 40.2 | 2.41 | 3.9% | 0.51 + 0.33 | 25.4 | 1.4 | 7.3 |"]
 
 
 def test_the_gpu_steps_without_vllm_ask_for_transformers(tmp_path, monkeypatch):
-    """The commands each step would run, recorded instead of run (the steps themselves need a GPU)."""
+    """The commands each step would run, recorded instead of run (the steps themselves need a GPU); the steps
+    so far are on disk after each one."""
     import argparse
 
     from caption.bench import gpu
 
-    ran = []
-    monkeypatch.setattr(gpu, "bench_step", lambda name, arguments, out: ran.append((name, arguments)) or {})
-    monkeypatch.setattr(gpu, "job_step", lambda name, clips, out, overrides: ran.append((name, overrides)) or {})
-    monkeypatch.setattr(gpu, "engine_clips", lambda n: tmp_path)
+    ran, written = [], []
+
+    def step(name, *rest):
+        saved = tmp_path / "steps.json"
+        written.append(json.loads(saved.read_text()) if saved.exists() else [])
+        ran.append((name, rest[-1]))
+        return {"step": name}
+
+    monkeypatch.setattr(gpu, "bench_step", lambda name, arguments, out: step(name, arguments))
+    limits = []
+    monkeypatch.setattr(gpu, "job_step", lambda name, clips, out, overrides, limit_s: limits.append(limit_s) or step(
+        name, clips, overrides))
     monkeypatch.setattr(gpu, "bench_model", lambda model: ["model=random_qwen2_5_vl_7b"])
-    args = argparse.Namespace(skip=[], out=tmp_path, n=8, tier="h100")
+    args = argparse.Namespace(skip=[], out=tmp_path, n=8, tier="h100", few_decoders=3, job_limit=123.0)
     skip = {"prune": "needs vLLM", "nvdec-test": "no checkout"}
-    gpu.run_steps(args, "h100", skip, vllm=False)
+    inputs = gpu.Inputs(feed=tmp_path / "feed", engine=tmp_path / "engines", footage=tmp_path / "4k")
+    rows = gpu.run_steps(args, "h100", skip, False, inputs)
     steps = dict(ran)
     assert "prune-7b" not in steps and "nvdec-test" not in steps
     assert steps["engines-7b"][-2:] == ["--engines", "hf"]
     assert "quant=nf4" in steps["nf4"] and "engine=hf" in steps["nf4"]
-    for name in ("rehearsal-t4", "rehearsal-h100", "job-auto", "job-nvdec"):
+    for name in ("rehearsal-t4", "rehearsal-h100", "job-4k-auto", "job-4k-nvdec", "static-cache-job-true"):
         assert steps[name].count("engine=hf") == 1, (name, steps[name])
+    assert steps["static-cache-job-false"][-1] == "engine.compile_static_cache=false"
+    assert steps["static-cache-job-true"][:-1] == steps["static-cache-job-false"][:-1]
+    assert [name for name, _ in ran if name.startswith("job-4k")] == [
+        "job-4k-auto", "job-4k-nvdec", "job-4k-auto-3-decoders", "job-4k-nvdec-3-decoders"]
+    assert steps["job-4k-nvdec-3-decoders"][-2:] == ["video.backend=nvdec", "video.workers=3"]
+    assert len(limits) == 14 and set(limits) == {123.0}  # every job: feed 3, compiled or not 2, nf4, 4 tiers, NVDEC 4
+    # the NVDEC job's last row began with every earlier step's rows on disk
+    assert written[-1] == [{"step": name} for name, _ in ran[:-4]] and written[0] == []
+    assert json.loads((tmp_path / "steps.json").read_text()) == rows == [{"step": name} for name, _ in ran]
+
+
+def test_the_gpu_checks_make_only_what_their_steps_need(tmp_path, monkeypatch):
+    import argparse
+
+    from caption.bench import gpu
+
+    made = []
+    monkeypatch.setattr(gpu, "bench_model", lambda model: made.append(model) or [])
+    monkeypatch.setattr(gpu, "feed_clips", lambda n: made.append(("feed", n)) or tmp_path / "feed")
+    monkeypatch.setattr(gpu, "engine_clips", lambda n: made.append(("engines", n)) or tmp_path / "engines")
+    monkeypatch.setattr(gpu, "footage_set", lambda name, n, seed, footage: made.append((name, n, footage)) or tmp_path)
+    args = argparse.Namespace(n=8, footage_n=5)
+    everything_but = {step: "--skip" for step in gpu.STEPS}
+    inputs = gpu.prepare(args, everything_but | {})
+    assert (inputs, made) == (gpu.Inputs(None, None, None), [])
+    inputs = gpu.prepare(args, {k: v for k, v in everything_but.items() if k != "nvdec-job"})
+    assert inputs == gpu.Inputs(None, None, tmp_path) and sorted(map(str, made)) == sorted(map(str, [
+        "7b", ("4k-hevc", 5, gpu.FOOTAGE_4K)]))
+    assert "3840x2160" in gpu.FOOTAGE_4K and "hevc" in gpu.FOOTAGE_4K
+    made.clear()
+    inputs = gpu.prepare(args, {k: v for k, v in everything_but.items() if k != "static-cache-job"})
+    assert inputs == gpu.Inputs(tmp_path / "feed", None, None) and sorted(map(str, made)) == sorted(
+        map(str, ["7b", ("feed", 8)]))
