@@ -173,9 +173,9 @@ class Inputs:
 
 
 SEVEN_B_STEPS = {"engines", "feed", "static-cache", "static-cache-job", "nf4", "rehearsal", "nvdec-job", "prune"}
-# 4K HEVC as a camera records it (the generator's rate: 0.15 bit per pixel, 37 Mbit/s at 30 fps), short clips
-# (the job decodes 16 frames spread over each); ultrafast: x265's faster presets made a 4K frame in 0.3 CPU-s
-# against 0.8 for veryfast, and the decoder's cost follows the bits and the picture size.
+# 4K HEVC at a camera's bitrate (the generator's 0.15 bit per pixel: 37 Mbit/s at 30 fps), short clips (the job
+# decodes 16 frames spread over each). x265's ultrafast preset: a 4K frame took it 0.3 CPU-s against veryfast's
+# 0.8, and making the footage is most of what the step costs a lease; its streams use fewer of HEVC's tools.
 FOOTAGE_4K = ["--profile", "camera", "--size", "3840x2160", "--seconds", "3", "--fps", "30", "--codec", "hevc",
               "--gop", "60", "--preset", "ultrafast"]
 
@@ -284,7 +284,10 @@ def report(steps: list[dict], out: Path, versions: dict, skip: dict[str, str]) -
              f"transformers {versions['transformers']}, vLLM {versions['vllm'] or 'not installed'}, "
              f"bitsandbytes {versions['bitsandbytes'] or 'not installed'}, PyAV {versions['av']}", ""]
     lines += [f"skipped {step}: {why}" for step, why in skip.items()] + ([""] if skip else [])
-    lines += ["| step | exit | wall (s) | videos/s | engine idle | first batch wait (s) | engine steps (s) | "
+    lines += ["Each step's rows, one process each, back to back on this machine (wall: the benchmark's view of the "
+              "process; first batch wait: its clips + its processor, transformers only; decode s/clip: the "
+              "decoders' seconds per clip, contention included):", "",
+              "| step | exit | wall (s) | videos/s | engine idle | first batch wait (s) | engine steps (s) | "
               "decode s/clip | peak RSS (GiB) |", "|---|---|---|---|---|---|---|---|---|"]
     for s in steps:
         idle, first, summary = s.get("engine_idle_fraction"), s.get("first_batch_wait_s"), s.get("summary") or {}

@@ -45,9 +45,10 @@ class EngineSchema:
                                            "pixel values: auto (the engine's device: a GPU where it runs on one; "
                                            "the frames go there as uint8), cpu", {"engine.name": ("hf",)})
     compile_static_cache: bool = option(False, "transformers: a static KV cache and the decode step compiled by "
-                                               "torch.compile: 1.76x fewer ms per output token on one H100 (7B, "
-                                               "batch 16), after ~39 s compiling at the first batch and again for "
-                                               "each new batch size: pays on long jobs (docs/benchmarks.md)",
+                                               "torch.compile: 1.7x fewer ms per output token in a 7B job on one "
+                                               "H200 (batch 16), after ~36 s compiling at the first batch and again "
+                                               "for each new batch size: pays after ~50 batches of 64-token "
+                                               "captions, ~14 of 200 (docs/benchmarks.md)",
                                         {"engine.name": ("hf",)})
     # engine=server (conf/engine/server.yaml): an OpenAI-compatible server runs the model; the job sends it requests
     base_url: Optional[str] = option(None, "engine=server: the server's OpenAI-compatible API, e.g. "
