@@ -31,8 +31,8 @@ step that fails is reported and the next one runs):
                     per GPU); engine idle and decode seconds per clip of each
   prune             video-token pruning on the GPU: caption-bench prune --model 7b --gpu <tier> (vLLM only)
 
-The 7B checkpoint and the clip sets are made first, at once (a lease's minutes go to the steps, and
-each of the three takes a minute there). After each step the steps so far are in <out>/steps.json, so a
+The 7B checkpoint and the clip sets are made first, at once (a lease's minutes go to the steps: the three
+took 180 s together on a 16-core H200 machine, most of it the 4K footage and the checkpoint). After each step the steps so far are in <out>/steps.json, so a
 lease that ends mid-run keeps what ran.
 
 Steps that cannot run with what is installed (no vLLM: prune; no checkout: nvdec-test) are skipped, and

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import av
 import numpy as np
@@ -20,6 +20,8 @@ from video_io.synth.attributes import ClipAttributes, draw_attributes
 from video_io.synth.captions_ko import detailed_references, reference_captions
 from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import render_clip
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -117,15 +119,24 @@ def generate_dataset(out_dir: Path, n: int, seed: int, spec: SynthSpec = SynthSp
 
 def _clips_written(out_dir: Path, seed: int, indices: range, spec: SynthSpec, workers: int) -> Iterator[dict]:
     """The clips written, their records in index order: here, or in `workers` spawned processes."""
-    if workers <= 1 or len(indices) <= 1:
-        yield from (_write_clip(out_dir, seed, index, spec) for index in indices)
+    n = len(indices)
+    return in_processes(_write_clip, workers, [out_dir] * n, [seed] * n, indices, [spec] * n)
+
+
+def in_processes(function: Callable[..., T], workers: int, *arguments: Sequence) -> Iterator[T]:
+    """function(*a) for each a of zip(*arguments), in order: here when workers <= 1 or there is one call, else
+    in up to `workers` spawned processes. Spawned, as the decoders are, and told of no __main__: a child must
+    not run the caller's script again (video_io/decoder_process.py main_script_hidden). So `function` and
+    what it is given are found by their modules' names: a module run with `python -m` calls its own main by
+    its name (video_io/synth/footage.py)."""
+    calls = len(arguments[0]) if arguments else 0
+    if workers <= 1 or calls <= 1:
+        yield from (function(*call) for call in zip(*arguments))
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    from itertools import repeat
 
     from video_io.decoder_process import main_script_hidden
 
-    # spawned, as the decoders are: the children must not run the caller's script again
-    with main_script_hidden(), ProcessPoolExecutor(min(workers, len(indices)), mp.get_context("spawn")) as pool:
-        yield from pool.map(_write_clip, repeat(out_dir), repeat(seed), indices, repeat(spec))
+    with main_script_hidden(), ProcessPoolExecutor(min(workers, calls), mp.get_context("spawn")) as pool:
+        yield from pool.map(function, *arguments)

@@ -38,7 +38,7 @@ from video_io.footage_kind import REFERENCES_FILE
 from video_io.synth.args import frame_size
 from video_io.synth.attributes import draw_attributes
 from video_io.synth.captions_ko import reference_captions
-from video_io.synth.dataset import rgb_to_yuv420p
+from video_io.synth.dataset import in_processes, rgb_to_yuv420p
 from video_io.synth.mux import encode_all, timed_frames
 from video_io.synth.render import object_track, render_background, render_object
 
@@ -251,19 +251,8 @@ def _timed_footage(path: Path, seed: int, index: int, spec: FootageSpec) -> tupl
 def _written(clips: list[tuple[Path, int, FootageSpec]], seed: int, workers: int) -> Iterator[tuple[dict, float]]:
     """(references record, seconds) of each clip (path, index, spec) written, in order: here, or in `workers`
     spawned processes (a 4K clip takes its one process tens of seconds, mostly x265 and one frame at a time)."""
-    if workers <= 1 or len(clips) <= 1:
-        yield from (_timed_footage(path, seed, index, spec) for path, index, spec in clips)
-        return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-    from itertools import repeat
-
-    from video_io.decoder_process import main_script_hidden
-
     paths, indices, specs = zip(*clips)
-    # spawned, as the synth data set's workers are (video_io/synth/dataset.py): a child must not run the caller's script
-    with main_script_hidden(), ProcessPoolExecutor(min(workers, len(clips)), mp.get_context("spawn")) as pool:
-        yield from pool.map(_timed_footage, paths, repeat(seed), indices, specs)
+    return in_processes(_timed_footage, workers, paths, [seed] * len(clips), indices, specs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,9 +308,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as `python -m video_io.synth.footage`, this file is __main__; its spawned workers are not told of
-    # __main__ (video_io/decoder_process.py main_script_hidden), and unpickle a clip's function and spec by
-    # their module's name. So the module runs under that name.
+    # Run as `python -m video_io.synth.footage`, this file is __main__, which the spawned workers are not told
+    # of (video_io/synth/dataset.py in_processes): they find a clip's function and spec by this module's name.
     from video_io.synth.footage import main as footage_main
 
     sys.exit(footage_main())
