@@ -14,7 +14,8 @@ Memory model (GPU): vLLM may use `total x gpu_memory_utilization`. From that com
   + the vision tower's activations for max(one clip, max_num_batched_tokens) video tokens.
 vLLM measures its real peak at start-up; this errs on the high side so a plan that fits here starts.
 The transformers engine (engine=hf) has no paged cache: each sequence in a batch costs its KV cache plus
-its prefill activations. CPU with vLLM: the KV budget is exactly VLLM_CPU_KVCACHE_SPACE (gpu.env).
+its prefill activations. CPU with vLLM: the KV budget is VLLM_CPU_KVCACHE_SPACE (gpu.env), and the engine
+takes no more of it than the job can use (CPU_KV_SPARE).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ from vidcap_ko.families import get_family
 OVERHEAD_GIB = 1.0
 CUDA_GRAPH_GIB = 0.5
 MAX_MODEL_LEN_STEP = 256        # max_model_len is rounded up to this when the planner picks it
+# vLLM on the CPU allocates its whole KV space as it starts and writes zeros over it (vllm/v1/worker/utils.py
+# allocate_kv_cache, torch.zeros): ~0.25 s a GiB, 0.5 s of every start at the cpu tier's 2 GiB, and as much
+# host memory held for the engine's life. Where that space is more than the job can ever fill (max_num_seqs
+# requests of max_model_len tokens at once: the embedded model's 48 MiB), the engine takes this many times the
+# most it can fill instead: a draft model's layers (spec=draft) share the pool, and the prefix cache keeps what
+# finished requests leave in the blocks no running request holds.
+CPU_KV_SPARE = 2
 
 
 @dataclass
@@ -163,9 +171,22 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
     fits, reasons = _fits(model, tier, engine, arch, family, dtype, choice, tp, request, sizes, budget, per_seq, seqs,
                           util, total_gib)
     max_num_seqs = tier.max_num_seqs if seqs is None or not fits else max(1, min(tier.max_num_seqs, seqs))
-    reasons += _fit_words(tier, engine, tp, request, sizes, budget, per_seq, seqs, max_num_seqs) if fits else []
+    cpu_kv = _cpu_kv_cache_bytes(tier, budget, sizes.kv_tok, max_len, max_num_seqs) \
+        if engine == "vllm" and fits else None
+    if fits:
+        fit_line = " ".join(_fit_words(tier, engine, tp, request, sizes, budget, per_seq, seqs, max_num_seqs))
+        if cpu_kv is not None and cpu_kv < int(budget.kv):
+            fit_line += (f"; the engine takes {cpu_kv / 2**20:.0f} MiB of the KV space, {CPU_KV_SPARE}x what "
+                         f"{max_num_seqs} requests of max_model_len {max_len} tokens can fill")
+        reasons.append(fit_line)
     vllm, hf = _engine_settings(tier, engine, family, dtype, choice, tp, util, cap, seqs, max_num_seqs, budget.batched,
                                 max_len)
+    engine_env = dict(tier.env) if engine == "vllm" else {}
+    if vllm is not None and cpu_kv is not None:
+        # in bytes, so a space of a fraction of a GiB runs too: vLLM reads the variable as whole GiB
+        # (int(), vllm/platforms/cpu.py), and over kv_cache_memory_bytes where it is set
+        vllm["kv_cache_memory_bytes"] = cpu_kv
+        engine_env.pop("VLLM_CPU_KVCACHE_SPACE")
     if hf is not None:  # a static KV cache's length (engine.compile_static_cache): the request memory is planned for
         hf["max_cache_len"] = request.need
     if vllm is not None and request.prune_rate:
@@ -188,7 +209,7 @@ def _plan_on(model: dict, tier: Tier, quant: dict, engine: str, video: dict | No
         kv_bytes_per_token=int(sizes.kv_tok), sequences_fit=seqs, vision_tokens_per_clip=request.video_tokens,
         tokens_per_request=request.need, fits=fits, reasons=reasons, warnings=warnings, notes=request.notes,
         engine_reason=engine_reason, kv_offload_gib=offload, tensor_parallel_size=tp,
-        replicas=max(1, tier.count // tp), engine_env=dict(tier.env) if engine == "vllm" else {},
+        replicas=max(1, tier.count // tp), engine_env=engine_env,
     )
 
 
@@ -365,6 +386,14 @@ def _engine_settings(tier: Tier, engine: str, family: str, dtype: str, choice, t
     return None, {"dtype": dtype, "device": tier.device, "max_batch_size": None if seqs is None else max(1, seqs),
                   "memory_fraction": round(util, 4) if tier.is_gpu and cap else None,
                   "quantization_config": _quant_config(choice, dtype, family) if choice.method in BITSANDBYTES else None}
+
+
+def _cpu_kv_cache_bytes(tier: Tier, budget: _Budget, kv_tok: int, max_len: int, max_num_seqs: int) -> int | None:
+    """The bytes of KV cache vLLM on the CPU is given: VLLM_CPU_KVCACHE_SPACE, or less where the job cannot
+    fill it (CPU_KV_SPARE); None on a GPU."""
+    if tier.is_gpu:
+        return None
+    return int(min(budget.kv, CPU_KV_SPARE * kv_bytes(kv_tok, max_len, max_num_seqs, block=tier.block_size)))
 
 
 def _kv_offload(tier: Tier, engine: str, seqs: int | None, kv_per_seq: float, tp: int,

@@ -35,13 +35,17 @@ COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
             "vllm:spec_decode_num_accepted_tokens")
 
 
-def apply_engine_env(env: dict | None) -> None:
+def apply_engine_env(spec: EngineSpec) -> None:
     """Export the tier's vLLM environment (read by vLLM at import and engine start)."""
-    for key, value in (env or {}).items():
+    for key, value in spec.env.items():
         value = str(value)
         if key == "VLLM_CPU_OMP_THREADS_BIND" and value == "all":
             value = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
         os.environ[key] = value
+    if (spec.vllm or {}).get("kv_cache_memory_bytes"):
+        # the plan sized the CPU KV cache (quant/plan.py CPU_KV_SPARE); vLLM would take the variable over it
+        # (vllm/platforms/cpu.py), as an earlier engine of this process or the shell may have set it
+        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
 
 
 def engine_args(spec: EngineSpec) -> dict:
@@ -158,7 +162,7 @@ class VllmEngine:
     name = "vllm"
 
     def __init__(self, spec: EngineSpec):
-        apply_engine_env(spec.env)
+        apply_engine_env(spec)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", spec.options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(DropThreadWarning())
         guard_kernel_rebind_scan()

@@ -26,6 +26,21 @@ def test_cpu_vllm_concurrency_by_hand():
     assert plan.sequences_fit == 2 * GIB // (160 * 1536) == 8738 and plan.vllm["block_size"] == 32
     assert plan.fits and plan.vllm["max_num_seqs"] == 64 and plan.vllm["max_model_len"] == 512
     assert plan.vllm["quantization"] is None and plan.dtype == "float32" and plan.vllm["gpu_memory_utilization"] is None
+    # of the 2 GiB the engine takes twice what 64 requests of 512 tokens can fill (quant/plan.py CPU_KV_SPARE), and
+    # the variable, which vLLM would read over it, is not exported
+    assert plan.vllm["kv_cache_memory_bytes"] == 2 * 64 * 512 * 1536 and "VLLM_CPU_KVCACHE_SPACE" not in plan.engine_env
+    assert "the engine takes 96 MiB of the KV space, 2x what 64 requests of max_model_len 512" in plan.reasons[0]
+
+
+def test_cpu_vllm_takes_the_whole_kv_space_where_the_space_is_the_limit():
+    """A KV space smaller than twice what the batch can fill (a 7B model's on the cpu tier) is taken whole, in
+    bytes: a fraction of a GiB too, which vLLM's variable (whole GiB) could not say."""
+    small = dict(load("gpu", "cpu"), env=dict(load("gpu", "cpu")["env"], VLLM_CPU_KVCACHE_SPACE="0.05"))
+    plan = make_plan(load_model("vidcap_ko_tiny"), small, load("quant", "auto"), "vllm",
+                     {"frames": 8, "width": 56, "height": 56}, max_new_tokens=48)
+    assert plan.fits and plan.sequences_fit == int(0.05 * GIB) // (160 * 1536) == 218
+    assert plan.vllm["kv_cache_memory_bytes"] == int(0.05 * GIB) and "VLLM_CPU_KVCACHE_SPACE" not in plan.engine_env
+    assert "the engine takes" not in plan.reasons[0]
 
 
 def test_a_pixel_budget_is_planned_at_its_worst_frame_size():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from caption.engines.base import Request
@@ -91,6 +93,21 @@ def test_the_live_engine_runs_the_plans_settings(vllm_engine, job_config):
     assert config.scheduler_config.max_num_seqs == plan["max_num_seqs"]
     assert config.model_config.max_model_len == plan["max_model_len"]
     assert config.scheduler_config.max_num_batched_tokens == plan["max_num_batched_tokens"]
+    # the KV cache the plan sized (quant/plan.py CPU_KV_SPARE), not the tier's 2 GiB; it holds every request of
+    # a full batch at max_model_len at once
+    cache = config.cache_config
+    assert cache.kv_cache_memory_bytes == plan["kv_cache_memory_bytes"] < 2**30
+    assert cache.num_gpu_blocks * cache.block_size >= plan["max_num_seqs"] * plan["max_model_len"]
+
+
+def test_the_kv_cache_variable_left_by_an_earlier_engine_or_the_shell_does_not_replace_the_plans(job_config,
+                                                                                                monkeypatch):
+    """vLLM reads VLLM_CPU_KVCACHE_SPACE over the engine's kv_cache_memory_bytes (vllm/platforms/cpu.py)."""
+    from caption.engines.vllm_engine import apply_engine_env
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
+    apply_engine_env(job_config([]).engine_spec)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
 
 
 def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
