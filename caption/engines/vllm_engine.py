@@ -23,6 +23,7 @@ from caption.engines.vllm_fixes import (
     DropThreadWarning,
     enable_video_pruning_on_cpu,
     guard_kernel_rebind_scan,
+    register_cpu_kernels_once,
     shutdown_llm,
 )
 from caption.outcome import EngineFailure
@@ -166,6 +167,7 @@ class VllmEngine:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", spec.options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(DropThreadWarning())
         guard_kernel_rebind_scan()
+        register_cpu_kernels_once()
         if spec.vllm.get("video_pruning_rate"):
             enable_video_pruning_on_cpu()
         from vllm import LLM

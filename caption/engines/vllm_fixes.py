@@ -30,6 +30,34 @@ def guard_kernel_rebind_scan() -> None:
         table["__dict__"] = {}
 
 
+def register_cpu_kernels_once() -> None:
+    """vLLM's worker registers the CPU build's C++ stand-ins for its Triton kernels at every engine start
+    (v1/worker/worker_base.py init_worker -> platforms/cpu.py register_triton_kernel_overrides), and each
+    registration scans every module of the process for references to rebind (triton_utils/dispatcher.py
+    _rebind_kernels), ~0.13 s in a process holding many modules, warning "already registered. Overwriting"
+    for each kernel from the second engine on. The first registration swaps the kernels in their own modules
+    and rebinds every copy; modules imported later copy the stand-ins. So an engine restarted by the job, or
+    the next engine of a process, registers nothing again."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.platforms.cpu import CpuPlatform
+
+    register = CpuPlatform.register_triton_kernel_overrides
+    if getattr(register, "once", False):
+        return
+    registered: list[bool] = []
+
+    def once(cls) -> None:
+        if not registered:
+            register()
+            registered.append(True)
+
+    once.once = True  # type: ignore[attr-defined]
+    CpuPlatform.register_triton_kernel_overrides = classmethod(once)  # type: ignore[method-assign,assignment]
+
+
 class _CollectAfterShutdown:
     """The `gc` module as vLLM's model runner sees it while shutdown_llm stops an engine: everything
     passes through but collect(), which shutdown_llm does once, after the shutdown."""

@@ -110,6 +110,19 @@ def test_the_kv_cache_variable_left_by_an_earlier_engine_or_the_shell_does_not_r
     assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
 
 
+def test_the_next_engine_of_a_process_registers_no_cpu_kernel_again(vllm_engine, monkeypatch):
+    """caption/engines/vllm_fixes.py register_cpu_kernels_once: once an engine of this process has put vLLM's
+    CPU stand-ins for its Triton kernels in place, a later engine's start scans no module to rebind them."""
+    from vllm.platforms import current_platform
+    from vllm.triton_utils import dispatcher
+    from vllm.v1.worker.block_table import ComputeSlotMappingKernel
+
+    scans = []
+    monkeypatch.setattr(dispatcher, "_rebind_kernels", scans.append)
+    current_platform.register_triton_kernel_overrides()  # what vLLM's worker calls as an engine starts
+    assert scans == [] and isinstance(ComputeSlotMappingKernel.kernel, dispatcher.KernelOverride)
+
+
 def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
     [good] = clip_requests(synth_dir)[:1]
     too_long = Request(key="long.mp4", task="caption", adapter=None,
