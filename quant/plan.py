@@ -341,7 +341,7 @@ def _fits(model: dict, tier: Tier, engine: str, arch: dict, family: str, dtype: 
             "smaller model"]
     if seqs is not None and seqs < 1 and not tier.is_gpu and engine == "vllm":
         return False, reasons + [
-            f"not even one request fits: {need} tokens need {per_seq / GIB:.2f} GiB of KV cache but "
+            f"not even one request fits: {need} tokens need {per_seq / 2**20:.1f} MiB of KV cache but "
             f"VLLM_CPU_KVCACHE_SPACE is {tier.cpu_kv_cache_gib:g} GiB: raise gpu.env.VLLM_CPU_KVCACHE_SPACE, "
             "or use fewer or smaller frames (video.num_frames, model.frame_width/height)"]
     if seqs is not None and seqs < 1:

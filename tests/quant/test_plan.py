@@ -41,6 +41,12 @@ def test_cpu_vllm_takes_the_whole_kv_space_where_the_space_is_the_limit():
     assert plan.fits and plan.sequences_fit == int(0.05 * GIB) // (160 * 1536) == 218
     assert plan.vllm["kv_cache_memory_bytes"] == int(0.05 * GIB) and "VLLM_CPU_KVCACHE_SPACE" not in plan.engine_env
     assert "the engine takes" not in plan.reasons[0]
+    # one request's 0.23 MiB, said in MiB (in GiB it read "0.00 GiB"), against a space too small for it
+    tiny = dict(small, env=dict(small["env"], VLLM_CPU_KVCACHE_SPACE="0.0001"))
+    refused = make_plan(load_model("vidcap_ko_tiny"), tiny, load("quant", "auto"), "vllm",
+                        {"frames": 8, "width": 56, "height": 56}, max_new_tokens=48)
+    assert not refused.fits and refused.reasons[0].startswith(
+        "not even one request fits: 144 tokens need 0.2 MiB of KV cache but VLLM_CPU_KVCACHE_SPACE is 0.0001 GiB")
 
 
 def test_a_pixel_budget_is_planned_at_its_worst_frame_size():
