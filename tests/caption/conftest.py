@@ -34,19 +34,31 @@ def _vllm_engines():
         held["engine"].close()  # else vLLM logs into pytest's closed capture stream at exit
 
 
-@pytest.fixture
-def vllm_engine(_vllm_engines, job_config, model_dir):
-    """One vLLM engine shared by the tests, built again when a test built another one since: vLLM keeps
-    the counters (prefix cache, speculation) of the newest engine of a process only."""
+def _shared_vllm_engine(held, job_config, with_counters):
     from caption.engines.vllm_engine import VllmEngine
 
-    engine = _vllm_engines.get("engine")
-    if engine is None or not engine.holds_counters:
-        if engine is not None:
-            engine.close()
-        job = job_config([])
-        engine = _vllm_engines["engine"] = VllmEngine(job.engine_spec)
+    engine = held.get("engine")
+    if engine is not None and with_counters and not engine.holds_counters:
+        engine.close()
+        engine = None
+    if engine is None:
+        engine = held["engine"] = VllmEngine(job_config([]).engine_spec)
     return engine
+
+
+@pytest.fixture
+def vllm_engine(_vllm_engines, job_config, model_dir):
+    """One vLLM engine shared by the tests, kept while tests build and close engines of their own."""
+    return _shared_vllm_engine(_vllm_engines, job_config, with_counters=False)
+
+
+@pytest.fixture
+def vllm_engine_with_counters(_vllm_engines, job_config, model_dir):
+    """The shared vLLM engine, built again if a test built another one since: vLLM keeps the counters
+    (prefix cache, speculation) of the newest engine of a process only (_engines_built in
+    caption/engines/vllm_engine.py). Only the tests that read those counters take this one: building the
+    engine again for every test cost ~20 builds a run."""
+    return _shared_vllm_engine(_vllm_engines, job_config, with_counters=True)
 
 
 @pytest.fixture(scope="session")

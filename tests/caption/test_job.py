@@ -36,10 +36,10 @@ def clips_with_bad_files(tmp_path, synth_dir):
 
 
 def test_job_writes_one_record_per_video_and_survives_bad_files(compose_config, clips_with_bad_files,
-                                                                tmp_path, vllm_engine):
+                                                                tmp_path, vllm_engine_with_counters):
     out = tmp_path / "captions.jsonl"
     cfg = compose_config([f"input_dir={clips_with_bad_files}", f"output={out}", "progress=false"])
-    summary = run_job(cfg, engine=vllm_engine)
+    summary = run_job(cfg, engine=vllm_engine_with_counters)
     records = {r["video"]: r for r in _records(out)}
     assert sorted(records) == ["clip_00000.mp4", "clip_00002.mp4", "empty.mp4", "notes.mp4",
                                "sub/clip_00001.mp4", "sub/clip_00003.mp4", "truncated.mp4"]

@@ -133,10 +133,11 @@ def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
     assert results[(good.key, "caption")].error is None and results[(good.key, "caption")].text
 
 
-def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine):
-    vllm_engine.reset_stats()
-    list(vllm_engine.run(clip_requests(synth_dir, tasks=("caption", "keywords", "motion"))))
-    stats = vllm_engine.stats()
+def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine_with_counters):
+    engine = vllm_engine_with_counters
+    engine.reset_stats()
+    list(engine.run(clip_requests(synth_dir, tasks=("caption", "keywords", "motion"))))
+    stats = engine.stats()
     assert stats["prefix_cache_queries"] > 0
     assert stats["prefix_cache_hits"] > 0  # three prompts per video share system prompt + video
 
