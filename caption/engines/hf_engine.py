@@ -69,6 +69,7 @@ class _Prepared:
     error: Exception | None = None
     pull_s: float = 0.0
     prepare_s: float = 0.0
+    stream_ended: bool = False  # no batch: the stream had no more (its last pull can wait on decoders too)
 
 
 class HfEngine:
@@ -267,13 +268,13 @@ class HfEngine:
                 if ahead is not None:  # stopped mid-batch: let the helper finish with the stream first
                     ahead.exception()
 
-    def _prepare_next(self, batches: Iterator[list[Request]]) -> _Prepared | None:
+    def _prepare_next(self, batches: Iterator[list[Request]]) -> _Prepared:
         """The helper thread's work: the next batch from the stream, through the processor."""
         started = time.perf_counter()
         batch = next(batches, None)
         pulled = time.perf_counter()
         if batch is None:
-            return None
+            return _Prepared([], pull_s=pulled - started, stream_ended=True)
         prepared = _Prepared(batch, pull_s=pulled - started)
         try:
             prepared.inputs = self._inputs(batch)
@@ -291,7 +292,9 @@ class HfEngine:
         started = time.perf_counter()
         prepared = ahead.result()
         waited = time.perf_counter() - started
-        if prepared is None:
+        if prepared.stream_ended:  # the last pull, beside the last generate: its decoder wait was hidden too
+            if beside:
+                self.clock.seconds["decode_wait_beside_step"] += max(0.0, prepared.pull_s - waited)
             return None
         if self.first_batch_s is None:
             self.first_batch_s = {"requests": prepared.pull_s, "processor": prepared.prepare_s}

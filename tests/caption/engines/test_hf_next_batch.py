@@ -139,3 +139,42 @@ def test_the_summary_says_how_long_the_first_batch_kept_the_engine_waiting(job_c
     hf_engine.reset_stats()
     assert hf_engine.stats()["first_batch_wait_s"] is None
 
+
+
+class _EndsLate(_WatchedStream):
+    """Requests, then an end that takes `late` seconds to come (the decoders finishing the last files)."""
+
+    def __init__(self, requests, late: float):
+        super().__init__(requests)
+        self.late = late
+
+    def __next__(self):
+        try:
+            return super().__next__()
+        except StopIteration:
+            time.sleep(self.late)
+            raise
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["prepare_ahead", "after_generate"])
+def test_the_streams_end_waited_for_beside_the_last_generate_is_counted_apart(job_config, synth_dir, hf_engine,
+                                                                            ahead):
+    """Prepared ahead, the pull that finds the stream's end runs beside the last batch's generate: the
+    decoders' time it waited there did not keep the engine idle, so it is counted apart (the summary's
+    stages would otherwise add up to more than the generation wall). After the generate, none is."""
+    requests = _requests(job_config(["engine=hf"]), synth_dir, 2)
+    size, hf_engine.batch_size = hf_engine.batch_size, 2
+    hf_engine.prepare_ahead = ahead
+    hf_engine.reset_stats()
+    try:
+        results = list(hf_engine.run(_EndsLate(requests, late=0.3)))
+    finally:
+        hf_engine.batch_size, hf_engine.prepare_ahead = size, False
+    assert len(results) == 2 and all(r.error is None for r in results)
+    stages = hf_engine.stats()["engine_stages_s"]
+    # one batch: the only pull beside a generate is the one that found the end
+    beside = stages.get("decode_wait_beside_step", 0.0)
+    if ahead:  # at least half what it could hide: the helper thread may start its pull a little late
+        assert beside >= min(0.3, stages["engine_step"]) / 2 > 0, stages
+    else:
+        assert beside == 0.0, stages
