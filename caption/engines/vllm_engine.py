@@ -24,6 +24,7 @@ from caption.engines.vllm_fixes import (
     enable_video_pruning_on_cpu,
     guard_kernel_rebind_scan,
     register_cpu_kernels_once,
+    set_log_level,
     shutdown_llm,
 )
 from caption.outcome import EngineFailure
@@ -164,7 +165,7 @@ class VllmEngine:
 
     def __init__(self, spec: EngineSpec):
         apply_engine_env(spec)
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", spec.options.log_level)
+        set_log_level(spec.options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(DropThreadWarning())
         guard_kernel_rebind_scan()
         register_cpu_kernels_once()

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
+
+# VLLM_LOGGING_LEVEL as the process found it (the user's shell or script), before any engine set it
+USER_LOG_LEVEL = os.environ.get("VLLM_LOGGING_LEVEL")
 
 
 class DropThreadWarning(logging.Filter):
@@ -16,6 +20,24 @@ class DropThreadWarning(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "torch.set_num_threads" not in record.getMessage()
+
+
+def set_log_level(level: str) -> str:
+    """vLLM's own log level for the next engine: the user's VLLM_LOGGING_LEVEL where they set one, else
+    `level` (engine.log_level). vLLM reads the variable once, as it is first imported (vllm/logger.py
+    _configure_vllm_root_logger sets its logger and handler): a process that had imported vLLM before, as a
+    notebook or a script using vLLM itself may have, kept that level and printed its start-up lines whatever
+    the job said, and a second engine of a process kept the first one's. So the variable is set (vLLM is
+    then imported with it, and processes it starts inherit it), and so are the levels vLLM gave its logger
+    and handlers. Returns the level set."""
+    level = USER_LOG_LEVEL or level
+    os.environ["VLLM_LOGGING_LEVEL"] = level
+    if "vllm.logger" in sys.modules:  # configured already: as vLLM would have configured it with this level
+        logger = logging.getLogger("vllm")
+        logger.setLevel(level)
+        for handler in logger.handlers:
+            handler.setLevel(level)
+    return level
 
 
 def guard_kernel_rebind_scan() -> None:

@@ -110,6 +110,32 @@ def test_the_kv_cache_variable_left_by_an_earlier_engine_or_the_shell_does_not_r
     assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
 
 
+def test_engine_log_level_holds_in_a_process_that_imported_vllm_before(vllm_engine, monkeypatch):
+    """caption/engines/vllm_fixes.py set_log_level: vLLM sets its logger's level once, from VLLM_LOGGING_LEVEL as
+    it is imported; in a process that had imported it (this one: the shared engine), engine.log_level is set
+    on vLLM's logger and handler all the same, each engine; a VLLM_LOGGING_LEVEL the user set wins."""
+    import logging
+
+    from caption.engines import vllm_fixes
+
+    vllm_logger, engine_logger = logging.getLogger("vllm"), logging.getLogger("vllm.v1.engine.llm_engine")
+    saved = vllm_logger.level, [h.level for h in vllm_logger.handlers]
+    monkeypatch.setattr(vllm_fixes, "USER_LOG_LEVEL", None)
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "WARNING")  # what the shared engine's start left
+    try:
+        assert vllm_fixes.set_log_level("ERROR") == "ERROR" == os.environ["VLLM_LOGGING_LEVEL"]
+        assert not engine_logger.isEnabledFor(logging.WARNING) and engine_logger.isEnabledFor(logging.ERROR)
+        assert vllm_logger.handlers and all(h.level == logging.ERROR for h in vllm_logger.handlers)
+        vllm_fixes.set_log_level("INFO")  # the next engine of the process, another level
+        assert engine_logger.isEnabledFor(logging.INFO) and all(h.level == logging.INFO for h in vllm_logger.handlers)
+        monkeypatch.setattr(vllm_fixes, "USER_LOG_LEVEL", "DEBUG")  # set in the user's shell
+        assert vllm_fixes.set_log_level("WARNING") == "DEBUG" and engine_logger.isEnabledFor(logging.DEBUG)
+    finally:
+        vllm_logger.setLevel(saved[0])
+        for handler, level in zip(vllm_logger.handlers, saved[1]):
+            handler.setLevel(level)
+
+
 def test_the_next_engine_of_a_process_registers_no_cpu_kernel_again(vllm_engine, monkeypatch):
     """caption/engines/vllm_fixes.py register_cpu_kernels_once: once an engine of this process has put vLLM's
     CPU stand-ins for its Triton kernels in place, a later engine's start scans no module to rebind them."""
