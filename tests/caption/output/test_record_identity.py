@@ -8,18 +8,16 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.caption.in_process import run_caption, run_command
 from tests.caption.processes import HELD, hold_a_decoder
+from tests.caption.warm_process import start_warm
 from vidcap_ko.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from video_io.identity import compare, file_identity, fingerprint
 
-CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
@@ -141,8 +139,10 @@ def test_a_moved_or_touched_folder_has_nothing_left_to_do(tmp_path, days, compos
 
 
 def _job(tmp_path, *overrides, run="run"):
-    return subprocess.Popen([CAPTION, *overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+    """A job in a process of its own, its imports done (tests/caption/warm_process.py): the second job meets
+    its lock and its pid."""
+    return start_warm("caption", [*overrides, "progress=false", "references=null", f"hydra.run.dir={tmp_path / run}"],
+                      cwd=tmp_path, env=ENV)
 
 
 def _wait_for_lock(path, proc, timeout=120):
