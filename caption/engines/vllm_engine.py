@@ -9,7 +9,6 @@ by `max_inflight`.
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -26,6 +25,7 @@ from caption.engines.vllm_fixes import (
     register_cpu_kernels_once,
     set_log_level,
     shutdown_llm,
+    start_llm,
 )
 from caption.outcome import EngineFailure
 from caption.settings.engine_spec import EngineSpec
@@ -173,20 +173,8 @@ class VllmEngine:
             enable_video_pruning_on_cpu()
         from vllm import LLM
 
-        # vLLM collects the whole heap four times while it starts (model_executor/model_loader/
-        # base_loader.py twice, v1/worker/gpu_model_runner.py's _cleanup_profiling_kv_cache,
-        # utils/gc_utils.py's freeze_gc_heap): ~0.35 s each over the ~670,000 objects its imports
-        # leave, which live as long as the process. Freezing them first takes them out of those
-        # collections (a 2-clip job 1.2 s shorter; an engine built again in a process 2.1 -> 0.8 s).
-        # vLLM freezes its own start-up heap the same way once the engine is up (v1/engine/core.py),
-        # and EngineCore.shutdown() unfreezes everything: nothing frozen here outlives the engine.
-        gc.freeze()
         started = time.perf_counter()
-        try:
-            self.llm = LLM(**engine_args(spec))
-        except BaseException:
-            gc.unfreeze()  # no engine whose shutdown would
-            raise
+        self.llm = start_llm(lambda: LLM(**engine_args(spec)))  # the heap frozen meanwhile (vllm_fixes.py)
         self.load_s = time.perf_counter() - started
         global _engines_built
         _engines_built += 1
