@@ -1,5 +1,6 @@
 """The Python API: the command's job from a script (no `__main__` guard needed) and from `python -c`;
-its records are the command's."""
+its records are the command's. The scripts run as processes of their own, forked with their imports done
+(tests/caption/warm_process.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -16,9 +15,9 @@ import pytest
 from caption import ConfigError
 from caption.api import Captioner, overrides_of
 from caption.settings.config import REPO_ROOT
+from tests.caption.warm_process import run_warm_python
 
 pytestmark = pytest.mark.slow
-CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
@@ -61,8 +60,7 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_the_commands_records(t
         print(json.dumps({{"streamed": streamed, "two": sorted(two), "status": summary["exit_status"],
                           "output": summary["output"]}}))
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path,
-                          timeout=600)
+    done = run_warm_python([str(script)], env=ENV, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("script body ran") == 1  # decoder and engine processes did not run it again
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -75,8 +73,7 @@ def test_a_script_without_a_main_guard_runs_once_and_gets_the_commands_records(t
 def test_python_c_captions_a_folder(tmp_path, clips, cli_captions):
     code = (f"from caption import caption_folder; s = caption_folder({str(clips)!r}, {str(tmp_path / 'c.jsonl')!r}, "
             "engine='vllm', references=None); print(s['captions_ok'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=tmp_path,
-                          timeout=600)
+    done = run_warm_python(["-c", code], env=ENV, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "3"
     assert _captions(tmp_path / "c.jsonl") == cli_captions
@@ -136,8 +133,7 @@ def test_the_python_example_prints_each_record_as_it_comes(tmp_path, clips, synt
     (tmp_path / "clips" / "references.jsonl").write_text("".join(lines), encoding="utf-8")
     script = tmp_path / "example.py"
     script.write_text(code, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=ENV, cwd=tmp_path,
-                          timeout=600)
+    done = run_warm_python([str(script)], env=ENV, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     printed = [line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith("clip_")]
     assert sorted(video for video, _ in printed) == ["clip_00000.mp4", "clip_00001.mp4", "clip_00002.mp4"]

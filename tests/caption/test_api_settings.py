@@ -41,27 +41,34 @@ def _records(path):
     return {(r["video"], r["task"], r["adapter"]): r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
+# Both jobs on one local cluster, started here as a notebook starts one (caption/runners/ray.py uses the
+# caller's cluster as it is); tests/caption/runners/test_runner_ray.py has the job start its own
 RAY_SCRIPT = textwrap.dedent("""
     import json, sys
+    import ray
     from caption import Captioner
     from caption.api import compose_config
     from caption.job import run_job
 
     folder, api_out, command_out, overrides = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
+    ray.init(include_dashboard=False)
     with Captioner(engine="hf", video__workers=0, references=None) as captioner:
         records = list(captioner.caption(folder, output=api_out, **settings))
         seen = {"records": len(records), "engine": captioner.engine, "status": captioner.summary["exit_status"]}
     given = [f"input_dir={folder}", f"output={command_out}", "progress=false", *json.loads(sys.argv[5]), *overrides]
     seen["command_status"] = run_job(compose_config(given), given=given)["exit_status"]
+    seen["cluster_kept"] = ray.is_initialized()  # the caller's cluster: the jobs leave it running
+    ray.shutdown()
     print(json.dumps({**seen, "engine": None if seen["engine"] is None else "loaded here"}))
 """)
 
 
 def _on_ray(folder, api_out, command_out, overrides, tmp_path) -> dict:
-    """The runner=ray call and its command's job, in a process of their own: a Ray cluster started from this
-    one would inherit what its in-process engines set (tests/caption/runners/test_runner_ray.py says how that
-    left the actors spinning), and two clusters never share two cores at once."""
+    """The runner=ray call and its command's job, in a process of their own, on one cluster it starts: a Ray
+    cluster started from this one would inherit what its in-process engines set
+    (tests/caption/runners/test_runner_ray.py says how that left the actors spinning), and two clusters never
+    share two cores at once."""
     from tests.caption.runners.test_runner_ray import _clean_env
 
     script = tmp_path / "on_ray.py"
@@ -110,7 +117,7 @@ def test_each_calls_records_are_the_commands_for_every_config_group(tmp_path, sy
     assert group == "runner"
     commands[group] = tmp_path / f"cmd-{i}.jsonl"
     ray = _on_ray(folder, tmp_path / f"api-{i}.jsonl", commands[group], overrides, tmp_path)
-    assert ray["command_status"] == 0
+    assert ray["command_status"] == 0 and ray["cluster_kept"]
     seen.append({"group": group, "records": ray["records"], "engine_id": None, "engine": ray["engine"],
                  "dtype": None, "status": ray["status"]})
     assert all(s["status"] == 0 and s["records"] >= 1 for s in seen), seen

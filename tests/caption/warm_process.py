@@ -1,13 +1,15 @@
-"""A `caption` process started warm: forked from a server process that has already imported what a `caption`
-process imports before it has work, instead of started afresh from an interpreter.
+"""A `caption` process, or a Python script using the API, started warm: forked from a server process that has
+already imported what a `caption` process imports before it has work, instead of started afresh from an
+interpreter.
 
 Why: a `caption` process spends ~10 CPU-s importing torch, transformers and vLLM before its first clip
 (`python -c "from vllm import LLM"`: 10.2 s here, 6.0 s without vLLM), and a test whose subject is the job's
-own process (a signal or a kill that lands mid-run, a second job beside a running one) needs the process,
-not those imports. The child is a process of its own: its own pid and children, the signal handlers a
+own process (a signal or a kill that lands mid-run, a second job beside a running one) or a script's (the
+documented examples, one without a `__main__` guard) needs the process, not those imports. The child is a process of its own: its own pid and children, the signal handlers a
 fresh interpreter has, file descriptors 0-2 on /dev/null and the test's pipes, the environment and folder
-the test gives, and `caption`'s real `main()` run as its console script runs it (`sys.exit(main())`), ending
-through the interpreter's own exit (atexit handlers, streams flushed). Its exit status is what
+the test gives, and `caption`'s real `main()` run as its console script runs it (`sys.exit(main())`), or the
+script run as `python script.py` and `python -c` run theirs (as `__main__`, its folder first on sys.path),
+ending through the interpreter's own exit (atexit handlers, streams flushed). Its exit status is what
 `subprocess.Popen.returncode` says (negative: the signal that ended it).
 
 What differs from a process started afresh is what it had imported before `main()`: tests about the start
@@ -93,9 +95,17 @@ os.environ.clear()
 os.environ.update(request["env"])
 os.chdir(request["cwd"])
 sys.argv = request["argv"]
-module, function = request["entry"].split(":")
-main = getattr(__import__(module, fromlist=[function]), function)
-sys.exit(main())
+if "entry" in request:  # a console script: `sys.exit(main())`, with its folder first on the path
+    module, function = request["entry"].split(":")
+    main = getattr(__import__(module, fromlist=[function]), function)
+    sys.exit(main())
+elif "script" in request:  # `python script.py`: the script as __main__, its folder first on the path
+    import runpy
+    sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
+    runpy.run_path(request["script"], run_name="__main__")
+else:  # `python -c code`: the code in __main__, the working folder first on the path
+    sys.path[0] = ""
+    exec(compile(request["code"], "<string>", "exec"), sys.modules["__main__"].__dict__)
 """
 
 
@@ -116,8 +126,8 @@ class WarmServer:
                                f"{self.log.read().decode(errors='replace')[-3000:]}")
         self.lock = threading.Lock()
 
-    def start(self, entry: str, argv: list[str], cwd: str, env: dict[str, str]) -> "WarmProcess":
-        return WarmProcess(self, entry, argv, cwd, env)
+    def start(self, request: dict) -> "WarmProcess":
+        return WarmProcess(self, request)
 
     def close(self) -> None:
         self.control.close()
@@ -132,12 +142,11 @@ class WarmProcess:
     """What the tests use of `subprocess.Popen(..., stdout=PIPE, stderr=PIPE, text=True)`, for a child of the
     warm server: pid, stdout, stderr, returncode, poll, wait, communicate, send_signal, terminate, kill."""
 
-    def __init__(self, server: WarmServer, entry: str, argv: list[str], cwd: str, env: dict[str, str]):
-        self.args = argv
+    def __init__(self, server: WarmServer, request: dict):
+        self.args = request["argv"]
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         self._status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = {"entry": entry, "argv": argv, "cwd": str(cwd), "env": env}
         with server.lock:
             socket.send_fds(server.control, [json.dumps(request).encode()], [out_write, err_write, theirs.fileno()])
         for fd in (out_write, err_write):
@@ -204,15 +213,35 @@ class WarmProcess:
 _servers: dict[tuple, WarmServer] = {}
 
 
+def _server(env: dict[str, str]) -> WarmServer:
+    key = tuple(sorted(env.items()))
+    if key not in _servers:
+        _servers[key] = WarmServer(dict(env))
+    return _servers[key]
+
+
 def start_warm(command: str, args, *, cwd, env: dict[str, str]) -> WarmProcess:
     """The console script `command` (tests/caption/in_process.py COMMANDS) with `args`, as a process of its
     own forked warm, from `cwd` with `env`; argv[0] is the console script's path, as it would be."""
     from tests.caption.in_process import COMMANDS
 
-    key = tuple(sorted(env.items()))
-    if key not in _servers:
-        _servers[key] = WarmServer(dict(env))
-    return _servers[key].start(COMMANDS[command], [str(BIN / command), *map(str, args)], str(cwd), dict(env))
+    return _server(env).start({"entry": COMMANDS[command], "argv": [str(BIN / command), *map(str, args)],
+                               "cwd": str(cwd), "env": dict(env)})
+
+
+def run_warm_python(argv: list[str], *, cwd, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python script.py args...` or `python -c code args...` (`argv` without the interpreter), forked warm and
+    waited for: what `subprocess.run(..., capture_output=True, text=True)` returns."""
+    if argv[0] == "-c":
+        request = {"code": argv[1], "argv": ["-c", *argv[2:]]}
+    else:
+        request = {"script": str(argv[0]), "argv": [str(a) for a in argv]}
+    process = _server(env).start({**request, "cwd": str(cwd), "env": dict(env)})
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return subprocess.CompletedProcess([sys.executable, *argv], process.returncode, out, err)
 
 
 @atexit.register
