@@ -99,14 +99,23 @@ class RayRunner:
                 if not pending:
                     return
                 self.passes = attempt + 1
-                for row in self._dataset(pending, store).iter_rows():
-                    if row["did_not_load"]:  # the same model on every actor: the job cannot go on
-                        raise EngineDidNotLoad(str(row["did_not_load"]))
-                    tally.decode_s += float(row["decode_s"])
-                    tally.scan_s += float(row["scan_s"])
-                    tally.engine_failures += json.loads(row["engine_failures"])
-                    self.seen.add(str(row["actor"]))
-                    yield from json.loads(row["records"])
+                rows = iter(self._dataset(pending, store).iter_rows())
+                try:
+                    for row in rows:
+                        if row["did_not_load"]:  # the same model on every actor: the job cannot go on
+                            raise EngineDidNotLoad(str(row["did_not_load"]))
+                        tally.decode_s += float(row["decode_s"])
+                        tally.scan_s += float(row["scan_s"])
+                        tally.engine_failures += json.loads(row["engine_failures"])
+                        self.seen.add(str(row["actor"]))
+                        yield from json.loads(row["records"])
+                finally:
+                    # Ray Data stops a pass's executor when its rows' iterator closes (ray/data/iterator.py,
+                    # _on_iteration_end). Left to the garbage collector when the pass ends early (a model that
+                    # did not load, an interrupted or fail_fast job), that came after close() had shut Ray
+                    # down, and Ray's core worker then ended the driver at once: exit 1, no line saying why
+                    # (seen once in the suite, a model that did not load)
+                    rows.close()
         finally:
             context.max_errored_blocks = tolerated
         left = [(key, path) for key, path in todo if _undone(self.job, key, store)]
