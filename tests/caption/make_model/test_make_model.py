@@ -250,13 +250,14 @@ def _vllm_run(folder: Path, prompt: str, clip):
     os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1",
                       VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, sorted(os.sched_getaffinity(0)))),
                       VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    from caption.engines.vllm_fixes import guard_kernel_rebind_scan, shutdown_llm
+    from caption.engines.vllm_fixes import guard_kernel_rebind_scan, shutdown_llm, start_llm
 
     guard_kernel_rebind_scan()  # a second engine in one process (see caption/engines/vllm_engine.py)
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=str(folder), dtype="float32", max_model_len=2048, enforce_eager=True, seed=0,
-              limit_mm_per_prompt={"image": 0, "video": 1}, block_size=32)
+    # started and stopped as the job's engine is: its collections leave out this process's heap
+    llm = start_llm(lambda: LLM(model=str(folder), dtype="float32", max_model_len=2048, enforce_eager=True, seed=0,
+                                limit_mm_per_prompt={"image": 0, "video": 1}, block_size=32))
     try:
         [output] = llm.generate([{"prompt": prompt, "multi_modal_data": {"video": (clip.frames, clip.metadata())}}],
                                 SamplingParams(temperature=0.0, max_tokens=GREEDY_TOKENS, min_tokens=GREEDY_TOKENS),
