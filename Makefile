@@ -18,6 +18,11 @@ export HF_HUB_OFFLINE ?= 1
 # TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 TEST_WORKERS_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# The suite's processes keep the bytecode of the checkout's modules and pytest's rewritten tests (in the
+# git-ignored __pycache__/), whatever the shell says: with PYTHONDONTWRITEBYTECODE=1, as on this team's
+# machines, every process compiled them again (a test worker's collection 10.0 -> 8.0 s once kept; a
+# `caption` process's own modules 0.115 -> 0.049 s of imports). The installed packages' is made by set-up.
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
 
 .PHONY: setup demo test test-fast coverage docs clean-demo
 
@@ -34,14 +39,14 @@ demo: $(SETUP_DONE)  ## caption a small synthetic set with the embedded model, s
 	@$(BIN)/caption-report $(DEMO)/captions.jsonl --out $(DEMO)/report.html
 
 test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs it)
-	@$(BIN)/python -m pytest -q $(TEST_WORKERS_ARGS)
+	@$(TEST_ENV) $(BIN)/python -m pytest -q $(TEST_WORKERS_ARGS)
 
 test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
-	@$(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
+	@$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
 
 coverage: $(SETUP_DONE)  ## the whole suite under coverage.py ([tool.coverage] in pyproject.toml); prints the total
 	@$(BIN)/coverage erase
-	@$(BIN)/coverage run -m pytest -q $(TEST_WORKERS_ARGS)
+	@$(TEST_ENV) $(BIN)/coverage run -m pytest -q $(TEST_WORKERS_ARGS)
 	@$(BIN)/coverage combine -q
 	@$(BIN)/coverage report | tail -1
 

@@ -64,9 +64,10 @@ def vllm_server(tmp_path_factory, model_dir):
     log = tmp_path_factory.mktemp("server") / "server.log"
     port = _free_port()
     cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    # the engine core in the server's process (as the job's cpu tier runs its own, conf/gpu/cpu.yaml): the same
-    # API, answering after 17.5 s instead of 26.7 on an idle machine, 19 CPU-s instead of 28, since vLLM's
-    # imports are not paid again by an engine-core process
+    # the model's worker inside the engine-core process: on the CPU vLLM otherwise picks its multiprocessing
+    # executor (vllm/platforms/cpu.py), one more process that imports vLLM again. The engine core itself is a
+    # process of its own either way (vllm/v1/engine/async_llm.py: make_async_mp_client). The same API,
+    # answering after ~20 s and ~21 CPU-s instead of 28-35 s and 30-38 (one start each, idle machine)
     env = {**ENV, "VLLM_API_KEY": KEY, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": cpus,
            "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
