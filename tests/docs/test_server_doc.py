@@ -6,17 +6,21 @@ build reserves a share of all the machine's memory and refuses to start when les
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
-import subprocess
-import sys
 
 from caption.settings.config import REPO_ROOT
+from tests.caption.warm_process import run_warm_python
 
 SERVER_DOC = REPO_ROOT / "docs" / "server.md"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM's own parser for that module (vllm/entrypoints/launchers/api_server/entry.py main), in a process
-# of its own: importing vLLM here would fix its environment for every later test of the session
+# of its own: importing vLLM's server here would fix its environment for every later test of the session.
+# That process is forked with vLLM imported (tests/caption/warm_process.py), from the server the other
+# modules' scripts fork from (the same environment, so the same server): a fresh interpreter spent ~15 CPU-s
+# importing torch and vLLM on a 2-core AMD machine before it parsed a line
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 PARSE = """
 import json, sys
 from vllm.entrypoints.launchers.cli_args import make_arg_parser
@@ -65,6 +69,5 @@ def test_vllms_parser_takes_the_documented_server_arguments():
     assert len(commands) >= 2  # the plain command and the CPU build's
     assert "--enable-lora" in commented_flags()
     commands.append(commands[0] + commented_flags())
-    done = subprocess.run([sys.executable, "-c", PARSE, json.dumps(commands)],
-                          capture_output=True, text=True, timeout=300)
+    done = run_warm_python(["-c", PARSE, json.dumps(commands)], cwd=REPO_ROOT, env=ENV, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
