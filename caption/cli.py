@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 
-from caption.outcome import JobInterrupted, interrupts, raised_by_an_interrupt
+from caption.outcome import JobInterrupted, interrupts, stop_if_raised_by_an_interrupt
 
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
@@ -45,13 +45,6 @@ def _on_signal(signum, frame) -> None:
         raise JobInterrupted()
 
 
-def _stop_if_raised_by_an_interrupt(exc: BaseException) -> None:
-    """A signal that landed inside a library can come back as that library's error (caption/outcome.py
-    `raised_by_an_interrupt`): the stop that was asked for, not a bug or a wrong config."""
-    if raised_by_an_interrupt(exc):
-        raise JobInterrupted() from None
-
-
 def install_signal_handlers() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
@@ -75,7 +68,7 @@ def _job(cfg) -> float | None:
     try:
         summary = run_job(cfg, given=task_overrides())
     except Exception as exc:
-        _stop_if_raised_by_an_interrupt(exc)
+        stop_if_raised_by_an_interrupt(exc)
         sys.exit(_say_why_it_ended(exc))
     finally:
         console.restore()
@@ -132,7 +125,7 @@ def main() -> None:
         try:
             _compose_and_run()
         except Exception as exc:  # e.g. a signal inside a class body while hydra imports: Python's RuntimeError
-            _stop_if_raised_by_an_interrupt(exc)  # "Error calling __set_name__", raised from the interrupt
+            stop_if_raised_by_an_interrupt(exc)  # "Error calling __set_name__", raised from the interrupt
             raise
     except JobInterrupted:  # before the job had its records open, or while it closed them
         print("caption: interrupted; records already written are kept: run the same command again to resume",
@@ -154,17 +147,17 @@ def _compose_and_run() -> None:
     try:
         app()
     except WriteFailed as exc:  # caption.log, a sweep table
-        _stop_if_raised_by_an_interrupt(exc)
+        stop_if_raised_by_an_interrupt(exc)
         print(f"caption: {exc}", file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)
     except (HydraException, OmegaConfBaseException) as exc:  # composing the config: the user's to fix
-        _stop_if_raised_by_an_interrupt(exc)
+        stop_if_raised_by_an_interrupt(exc)
         from caption.settings.help import explain_composition_error
 
         print(f"caption: invalid config: {explain_composition_error(exc)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except OSError as exc:  # Hydra writing its files into the run folder (after the Hydra errors: some are OSErrors)
-        _stop_if_raised_by_an_interrupt(exc)
+        stop_if_raised_by_an_interrupt(exc)
         print(f"caption: {WriteFailed(exc.filename or 'run folder', exc, 'run folder', 'hydra.run.dir')}",
               file=sys.stderr)
         sys.exit(EXIT_WRITE_FAILED)

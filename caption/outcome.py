@@ -52,11 +52,13 @@ class Interrupts:
 interrupts = Interrupts()
 
 
-def raised_by_an_interrupt(exc: BaseException) -> bool:
-    """Whether `exc` was raised while a JobInterrupted (or KeyboardInterrupt) unwound. A signal that lands
-    inside a library can leave its clean-up raising another error in the interrupt's place: omegaconf's
-    ListConfig.append puts a None placeholder, catches only Exception, and its flag_override then fails
-    on the None with AttributeError. That error is the interruption, not a bug or a wrong config."""
+def interruption_behind(exc: BaseException) -> BaseException | None:
+    """The JobInterrupted (or KeyboardInterrupt) that was unwinding when `exc` was raised, if one was. A
+    signal that lands inside a library can leave its clean-up raising another error in the interrupt's
+    place: omegaconf's ListConfig.append puts a None placeholder, catches only Exception, and its
+    flag_override then fails on the None with AttributeError; vLLM's tokenizer pool (`_borrow_from_pool` in
+    vllm/tokenizers/hf.py) puts back, in a `finally`, a tokenizer it had not yet taken, and raises
+    UnboundLocalError. That error is the interruption, not a bug, a wrong config or a clip's failure."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -64,10 +66,19 @@ def raised_by_an_interrupt(exc: BaseException) -> bool:
         if current is None or id(current) in seen:
             continue
         if isinstance(current, (JobInterrupted, KeyboardInterrupt)):
-            return True
+            return current
         seen.add(id(current))
         todo += [current.__cause__, current.__context__]
-    return False
+    return None
+
+
+def stop_if_raised_by_an_interrupt(exc: BaseException) -> None:
+    """Raise the interruption behind `exc` (`interruption_behind`) in its place: the stop that was asked for.
+    Called wherever an error is turned into something that stays (an error record, an engine restarted, the
+    job's exit status), so that a Ctrl-C is never written down as a clip that failed."""
+    found = interruption_behind(exc)
+    if found is not None:
+        raise (KeyboardInterrupt() if isinstance(found, KeyboardInterrupt) else JobInterrupted()) from None
 
 
 class EngineFailure(Exception):

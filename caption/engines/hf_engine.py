@@ -31,6 +31,7 @@ from typing import Iterable, Iterator
 
 from caption.engines.base import Request, Result, StageClock, count_token, pull, reply_text
 from caption.engines.hf_generate import RowLengths, static_cache
+from caption.outcome import stop_if_raised_by_an_interrupt
 from caption.settings.engine_spec import EngineSpec
 from vidcap_ko.families import get_family
 
@@ -316,6 +317,7 @@ class HfEngine:
                 raise ready.error
             return self._generate(batch, ready.inputs)
         except Exception as batch_error:
+            stop_if_raised_by_an_interrupt(batch_error)  # a signal inside transformers: the job stops (caption/outcome.py)
             if len(batch) == 1:
                 return [Result(batch[0], error=f"transformers generate failed: "
                                                f"{type(batch_error).__name__}: {batch_error}")]
@@ -324,6 +326,7 @@ class HfEngine:
             try:
                 results.extend(self._run_batch([request]))
             except Exception as exc:
+                stop_if_raised_by_an_interrupt(exc)
                 results.append(Result(request, error=f"transformers generate failed: {type(exc).__name__}: {exc}"))
         return results
 

@@ -27,7 +27,7 @@ from caption.engines.vllm_fixes import (
     shutdown_llm,
     start_llm,
 )
-from caption.outcome import EngineFailure
+from caption.outcome import EngineFailure, stop_if_raised_by_an_interrupt
 from caption.settings.engine_spec import EngineSpec
 from vidcap_ko.families import get_family
 
@@ -247,6 +247,7 @@ class VllmEngine:
             try:
                 yield from self._beam_chunk(chunk)
             except Exception as chunk_error:
+                stop_if_raised_by_an_interrupt(chunk_error)
                 if len(chunk) == 1:
                     yield Result(chunk[0], error=f"vLLM beam search failed: {type(chunk_error).__name__}: {chunk_error}")
                     continue
@@ -254,6 +255,7 @@ class VllmEngine:
                     try:
                         yield from self._beam_chunk([request])
                     except Exception as exc:
+                        stop_if_raised_by_an_interrupt(exc)
                         yield Result(request, error=f"vLLM beam search failed: {type(exc).__name__}: {exc}")
 
     def _beam_chunk(self, chunk: list[Request]) -> list[Result]:
@@ -313,7 +315,8 @@ class VllmEngine:
             flight.leaders.setdefault(group, flight.steps)
             try:
                 flight.inflight[self._submit(request)] = (request, time.perf_counter())
-            except Exception as exc:
+            except Exception as exc:  # unless a signal landed in vLLM's code (caption/outcome.py)
+                stop_if_raised_by_an_interrupt(exc)
                 yield Result(request, error=f"vLLM rejected the request: {type(exc).__name__}: {exc}")
 
     def _step(self, flight: "_Flight") -> Iterator[Result]:
@@ -325,6 +328,7 @@ class VllmEngine:
             with self.clock("engine_step"):
                 outputs = self.llm.llm_engine.step()
         except Exception as exc:  # the engine is broken now: its requests in flight are lost
+            stop_if_raised_by_an_interrupt(exc)  # or a signal landed in the step: the job stops, the engine is sound
             reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             again = [request for rid, (request, _) in flight.inflight.items() if rid in flight.progressed]
             for rid, (request, _) in flight.inflight.items():

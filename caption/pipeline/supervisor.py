@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
-from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure
+from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure, stop_if_raised_by_an_interrupt
 from vidcap_ko.torchvision_shim import install_line
 from video_io.decoder_process import main_script_hidden
 
@@ -41,6 +41,7 @@ def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidN
     try:
         return load_engine(job)
     except Exception as exc:
+        stop_if_raised_by_an_interrupt(exc)  # a signal while the model loaded: interrupted, not a model that cannot load
         traceback.print_exc(file=sys.stderr)
         raise failed(_load_failed_message(job, exc, trace_at)) from None
 

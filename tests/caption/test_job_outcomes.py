@@ -461,6 +461,24 @@ def test_why_a_model_did_not_load_comes_with_what_to_do(job_config, monkeypatch,
     assert hint in said.split(" (the traceback is above): ")[1]
 
 
+def test_a_signal_while_the_model_loads_is_an_interruption_not_a_model_that_cannot_load(job_config, monkeypatch):
+    """A library whose clean-up fails while the signal's JobInterrupted unwinds (caption/outcome.py
+    interruption_behind) raises its own error in the interrupt's place: the job stops as interrupted (exit 130,
+    resumable), not as a model that does not load (exit 4, "check that folder")."""
+    from caption.outcome import JobInterrupted
+    from caption.pipeline import supervisor
+
+    def interrupted_while_loading(spec):
+        try:
+            raise JobInterrupted()  # what the signal handler raises (caption/cli.py)
+        finally:
+            raise RuntimeError("a library's clean-up, failing in the interrupt's place")
+
+    monkeypatch.setattr(supervisor, "build_engine", interrupted_while_loading)
+    with pytest.raises(JobInterrupted):
+        supervisor.load_engine_or_say_why(job_config(["engine=hf"]))
+
+
 # A Python in which torchvision was never installed (`pip install .` into an image without it): no finder
 # finds it, so transformers' own check (importlib.util.find_spec) reports it missing and raises its error
 HIDE_TORCHVISION_AND_LOAD = """

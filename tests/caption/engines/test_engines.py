@@ -159,6 +159,41 @@ def test_a_request_vllm_rejects_becomes_an_error_result(synth_dir, vllm_engine):
     assert results[(good.key, "caption")].error is None and results[(good.key, "caption")].text
 
 
+def test_a_signal_inside_vllms_request_path_stops_the_run_instead_of_failing_the_clip(synth_dir, vllm_engine,
+                                                                                     monkeypatch):
+    """The first SIGINT raises JobInterrupted wherever the main thread is (caption/cli.py). Landing in vLLM's
+    tokenizer pool as it takes a tokenizer (`_borrow_from_pool` in vllm/tokenizers/hf.py), vLLM's `finally`
+    puts back a tokenizer it never took and raises UnboundLocalError in the interrupt's place: the job wrote
+    that as the clip's error record ("vLLM rejected the request"), and every rerun kept it and exited 3 (seen
+    in a clean clone's `make test`, the SIGINT test of tests/caption/test_job_outcomes.py). Here the signal
+    lands at that instant: the pool's queue raises what the handler would, vLLM's own clean-up does the rest."""
+    import queue
+    import sys
+
+    from caption.outcome import JobInterrupted
+
+    requests = clip_requests(synth_dir)[:2]
+    taken = queue.Queue.get_nowait
+    landed = []
+
+    def signal_lands_here(pool):
+        if not landed and sys._getframe(1).f_code.co_filename.endswith("vllm/tokenizers/hf.py"):
+            landed.append(True)
+            raise JobInterrupted()
+        return taken(pool)
+
+    monkeypatch.setattr(queue.Queue, "get_nowait", signal_lands_here)
+    results = []
+    with pytest.raises(JobInterrupted):
+        for result in vllm_engine.run(requests):
+            results.append(result)
+    assert landed, "vLLM took no tokenizer from its pool: the request path has changed, this test no longer aims"
+    assert not any(r.error for r in results), [r.error for r in results]  # no clip blamed for the stop
+    monkeypatch.undo()
+    again = list(vllm_engine.run(requests))  # the engine is sound: nothing left running in it
+    assert [r.error for r in again] == [None, None] and all(r.text for r in again)
+
+
 def test_prefix_cache_counters_are_reported(synth_dir, vllm_engine_with_counters):
     engine = vllm_engine_with_counters
     engine.reset_stats()
