@@ -1,5 +1,5 @@
 """Cores for engine actors on the cpu tier: each Ray engine actor claims a group of this machine's cores
-no other actor of its pass holds, and binds itself to them (caption/runners/ray.py says why)."""
+no other actor of its run holds, and binds itself to them (caption/runners/ray.py says why)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from caption.settings.config import JobConfig
 
-CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>/pass<n>: one lock file per core group
+CORE_LOCKS = Path(tempfile.gettempdir()) / "vidcap-ko-cores"  # <run>: one lock file per core group
 CORE_WAIT_S = 60.0  # how long a restarted engine actor waits for the dead one's cores to come free
 
 
@@ -33,15 +33,15 @@ def bind_to_cores(cores: list[int]) -> None:
 
 def claim_cores(job: JobConfig, engines: int = 0, scope: str = "", wait_s: float = CORE_WAIT_S):
     """On the cpu tier with VLLM_CPU_OMP_THREADS_BIND=all: claim a group of this machine's cores
-    (runner.engine_cpus of them) no other engine actor of this `scope` (a run's pass) holds, with a lock
+    (runner.engine_cpus of them) no other engine actor of this `scope` (a run) holds, with a lock
     file the OS releases when this process dies, so a restarted actor gets the cores back.
     (cores, lock) or (None, None).
 
-    Each pass claims apart: a finished pass's actors never get another batch, but Ray reaps them only
-    when their handles are dropped (one held its cores over a minute past its pass in a CI run), and a new
-    pass's actor that waited for them gave up and ran unbound. An idle actor's OpenMP team does not
-    compete for the cores it was bound to.
-    Within a pass, when the job's `engines` fit the machine's groups, a group still held is waited for
+    Each run claims apart: a finished run's actors never get another batch, but Ray reaps them only
+    when their handles are dropped (one held its cores over a minute past its pass in a CI run, when a
+    retry was a new dataset), and a later run's actor that waited for them would give up and run unbound.
+    An idle actor's OpenMP team does not compete for the cores it was bound to.
+    Within a run, when the job's `engines` fit the machine's groups, a group still held is waited for
     (up to wait_s): a killed actor's restart may start before the dead process's lock is gone, and an
     actor that gave up at once ran unbound beside the others (two OpenMP teams spinning on the same
     cores)."""

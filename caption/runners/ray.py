@@ -13,10 +13,14 @@ Why `map_batches` with an actor class and not `ray.data.llm`: build_llm_processo
 prompt building, engine settings and output rows; the job's own engines (caption/engines/*) then would
 not run, nor their admission checks, LoRA and restarts, and records would come from a second code path.
 
-An actor that dies (killed, out of memory, its engine dead past engine.max_restarts) fails only the
-batch it held: Ray restarts the actor, the dataset goes on (DataContext.max_errored_blocks), and the
-clips that came back without records run again in a new pass, at most runner.max_retries times; after
-that they get error records. The driver being killed is the local runner's resume case.
+An actor that dies (killed, out of memory, its engine dead past engine.max_restarts) costs only the
+batches it held: Ray restarts that actor and runs them again on it (the task's max_task_retries), while
+the other actors keep their engines and go on. A batch that raises is run again the same way
+(DataContext.actor_task_retry_on_errors). A batch that failed 1 + runner.max_retries times is dropped
+(DataContext.max_errored_blocks), the dataset goes on, and its clips get error records. (Until
+2026-12-02 the clips that came back without records ran again in a new dataset, whose new actor pool
+loaded every engine again, the healthy ones' too.) The driver being killed is the local runner's
+resume case.
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ class RayRunner:
         self.job, self.settings = job, job.runner
         self.started_ray = False
         self.actors = 0
-        self.passes = 0
         self.seen: set[str] = set()  # the engine actors that sent records: host, pid, cores
+        self.restarted: set[str] = set()  # those of them Ray had restarted (a dead actor's successors)
         self.lost = 0
         self.run_id = uuid.uuid4().hex[:12]  # names this run's core locks (caption/runners/cores.py)
         self.batch: Batch | None = None
@@ -91,41 +95,44 @@ class RayRunner:
         if self.batch is None or self.store is None:
             raise RuntimeError("RayRunner.records: call start() first")
         todo, store, tally = self.batch.clips, self.store, self.batch.tally
-        context = DataContext.get_current()
-        tolerated, context.max_errored_blocks = context.max_errored_blocks, -1  # retried in the next pass
+        pending = [(key, path) for key, path in todo if _undone(self.job, key, store)]
+        if not pending:
+            return
+        context = DataContext.get_current()  # read as the dataset's operators are made, in _dataset
+        saved = context.max_errored_blocks, context.actor_task_retry_on_errors
+        # a batch that raised runs again on its actor, within the tasks' max_task_retries (_dataset); one
+        # that failed every time is dropped and its clips get error records below
+        context.max_errored_blocks, context.actor_task_retry_on_errors = -1, True
         try:
-            for attempt in range(1 + self.settings.max_retries):
-                pending = [(key, path) for key, path in todo if _undone(self.job, key, store)]
-                if not pending:
-                    return
-                self.passes = attempt + 1
-                rows = iter(self._dataset(pending, store).iter_rows())
-                try:
-                    for row in rows:
-                        if row["did_not_load"]:  # the same model on every actor: the job cannot go on
-                            raise EngineDidNotLoad(str(row["did_not_load"]))
-                        tally.decode_s += float(row["decode_s"])
-                        tally.scan_s += float(row["scan_s"])
-                        tally.engine_failures += json.loads(row["engine_failures"])
-                        self.seen.add(str(row["actor"]))
-                        yield from json.loads(row["records"])
-                finally:
-                    # Ray Data stops a pass's executor when its rows' iterator closes (ray/data/iterator.py,
-                    # _on_iteration_end). Left to the garbage collector when the pass ends early (a model that
-                    # did not load, an interrupted or fail_fast job), that came after close() had shut Ray
-                    # down, and Ray's core worker then ended the driver at once: exit 1, no line saying why
-                    # (seen once in the suite, a model that did not load)
-                    rows.close()
+            rows = iter(self._dataset(pending, store).iter_rows())
+            try:
+                for row in rows:
+                    if row["did_not_load"]:  # the same model on every actor: the job cannot go on
+                        raise EngineDidNotLoad(str(row["did_not_load"]))
+                    tally.decode_s += float(row["decode_s"])
+                    tally.scan_s += float(row["scan_s"])
+                    tally.engine_failures += json.loads(row["engine_failures"])
+                    self.seen.add(str(row["actor"]))
+                    self.restarted.update([str(row["actor"])] if row["restarted"] else [])
+                    yield from json.loads(row["records"])
+            finally:
+                # Ray Data stops the dataset's executor when its rows' iterator closes (ray/data/iterator.py,
+                # _on_iteration_end). Left to the garbage collector when the job ends early (a model that
+                # did not load, an interrupted or fail_fast job), that came after close() had shut Ray
+                # down, and Ray's core worker then ended the driver at once: exit 1, no line saying why
+                # (seen once in the suite, a model that did not load)
+                rows.close()
         finally:
-            context.max_errored_blocks = tolerated
+            context.max_errored_blocks, context.actor_task_retry_on_errors = saved
         left = [(key, path) for key, path in todo if _undone(self.job, key, store)]
         if not left:
             return
         records = RecordStage(self.job, Place())  # their records are made here, by the stage that makes them all
         records.setup()
+        attempts = 1 + self.settings.max_retries
         for key, _ in left:  # a video whose segments came back only in part gets one error for the rest
-            lost = records.lost(key, f"generate: lost: the engine actor holding this clip died or failed in each "
-                                     f"of {self.passes} attempt(s) (runner.max_retries={self.settings.max_retries}); "
+            lost = records.lost(key, f"generate: lost: the actor holding this clip died or failed in each of "
+                                     f"{attempts} attempt(s) (runner.max_retries={self.settings.max_retries}); "
                                      "caption.log has Ray's reason", self.batch)
             self.lost += bool(lost)
             yield from lost
@@ -140,21 +147,21 @@ class RayRunner:
                 for key, path in pending]
         # one block per clip, so each clip travels (and a batch comes back) on its own
         decoders = max(1, int(ray.cluster_resources().get("CPU", 1) // decoder.cpus))
+        # a dead actor restarts (max_restarts) and runs the batches it held again; a batch runs at most
+        # 1 + runner.max_retries times, whether its actor died or it raised (records)
+        retries = {"max_restarts": -1, "max_task_retries": s.max_retries}
         decoded = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             _Decoder, fn_constructor_kwargs={"job": job}, batch_size=1, concurrency=(1, decoders),
-            num_cpus=decoder.cpus)
+            num_cpus=decoder.cpus, **retries)
         batch = s.batch_clips or max(1, int((job.plan.vllm or {}).get("max_num_seqs") or 1))
         return decoded.map_batches(
             _CaptionActor, batch_size=batch, concurrency=self.actors,
-            fn_constructor_kwargs={"job": job, "engines": self.actors, "core_scope": f"{self.run_id}/pass{self.passes}"},
-            num_cpus=engine.cpus, num_gpus=engine.gpus or None,
-            # restart a dead actor (a new engine) for the batches to come; the batch it held fails
-            # at once and runs again in the next pass, so retries are counted in one place
-            max_restarts=-1, max_task_retries=0)
+            fn_constructor_kwargs={"job": job, "engines": self.actors, "core_scope": self.run_id},
+            num_cpus=engine.cpus, num_gpus=engine.gpus or None, **retries)
 
     def stats(self) -> dict:
         return {"runner": "ray", "engine_actors": self.actors, "actors_seen": sorted(self.seen) or None,
-                "ray_passes": self.passes, "clips_lost": self.lost}
+                "engine_actors_restarted": len(self.restarted), "clips_lost": self.lost}
 
     def close(self) -> None:
         shutil.rmtree(CORE_LOCKS / self.run_id, ignore_errors=True)  # this machine's; other nodes keep empty files
@@ -227,6 +234,9 @@ class _CaptionActor:
         self.job = job
         self.stages: list[Stage] | None = None
         self.name = f"{socket.gethostname()} pid {os.getpid()}"
+        import ray
+
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed  # a dead actor's successor
 
     def __call__(self, batch: dict) -> dict:
         from caption.pipeline.decode import AllDecoded
@@ -251,8 +261,8 @@ class _CaptionActor:
         try:
             records = list(run_stages(self.stages, AllDecoded(decoded), Batch(clips, done.__contains__, tally)))
         except EngineDied:
-            # this actor's engine is gone for good: end the process, Ray starts a fresh actor and the
-            # driver retries the batch's clips in its next pass
+            # this actor's engine is gone for good: end the process; Ray starts a fresh actor and runs
+            # this batch again on it (RayRunner._dataset)
             os._exit(1)
         return self._row(records, tally)
 
@@ -261,6 +271,6 @@ class _CaptionActor:
         its engine did not load (empty when it did)."""
         return {"records": np.array([json.dumps(records, ensure_ascii=False)], dtype=object),
                 "decode_s": np.array([tally.decode_s]), "scan_s": np.array([tally.scan_s]),
-                "actor": np.array([self.name], dtype=object),
+                "actor": np.array([self.name], dtype=object), "restarted": np.array([self.restarted]),
                 "engine_failures": np.array([json.dumps(tally.engine_failures)], dtype=object),
                 "did_not_load": np.array([did_not_load], dtype=object)}
