@@ -10,6 +10,8 @@ import os
 import re
 import shlex
 
+import pytest
+
 from caption.settings.config import REPO_ROOT
 from tests.caption.warm_process import run_warm_python
 
@@ -64,6 +66,10 @@ def commented_flags() -> list[str]:
     return [word for line in re.findall(r"^#\s+(--.*)$", text, re.M) for word in shlex.split(line)]
 
 
+# slow: its process imports vLLM (~13 CPU-s on the AVX-512 AMD machines), 16.5 s of `make test-fast`'s
+# single-process 4:54 where no other test had started the warm server it forks from; under `make test` it
+# shares that server with the other modules' scripts (~4 s)
+@pytest.mark.slow
 def test_vllms_parser_takes_the_documented_server_arguments():
     commands = [args for _, args in server_commands()]
     assert len(commands) >= 2  # the plain command and the CPU build's
