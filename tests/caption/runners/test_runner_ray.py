@@ -197,11 +197,12 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
     # the killed actor's batches ran again on its successor, Ray's restart of it (nothing lost)
     assert summary["clips_lost"] == 0 and summary["engine_actors_restarted"] == 1, (killed, summary)
-    # three actors sent records: the killed one (before its kill), its successor, and the other, which kept
-    # its engine (a retry in a new actor pool would add two more); each ran bound to cores of its own
+    # the actors that sent records: the other one, which kept its engine, the successor, and the killed one if
+    # it had finished a batch before its kill (seen both ways); a retry in a new actor pool would add two more.
+    # Each ran bound to cores of its own
     seen = summary["actors_seen"]
-    assert len(seen) == 3 and any(f" pid {killed[0][0]} " in actor for actor in seen), (killed, seen)
-    assert all(" cores " in actor for actor in seen), seen
+    assert 2 <= len(seen) <= 3 and all(" cores " in actor for actor in seen), (killed, seen)
+    assert len(seen) == 3 or not any(f" pid {killed[0][0]} " in actor for actor in seen), (killed, seen)
 
 
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
