@@ -116,7 +116,8 @@ def test_the_transformers_engine_captions_segments_too(long_dir, compose_config,
 
 
 @pytest.mark.slow
-def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_and_subtitles(tmp_path):
+def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_and_subtitles(tmp_path,
+                                                                                             tmp_path_factory):
     """The `caption` command on real footage with real editing (tests/video_io/real_footage.py), as a user
     runs it: every second is in a segment or named as left out, and each place results live says so."""
     import os
@@ -124,11 +125,11 @@ def test_real_footage_is_covered_and_every_gap_is_named_in_records_summary_page_
     import srt
 
     from tests.caption.browser import _run as chromium_run
-    from tests.video_io.real_footage import make_reel
+    from tests.video_io.real_footage import reel_made_once
 
     folder = tmp_path / "reels"
     folder.mkdir()
-    make_reel(folder / "reel.mp4")
+    shutil.copy(reel_made_once(tmp_path_factory)[0], folder / "reel.mp4")  # the scene tests' reel
     out, env = tmp_path / "c.jsonl", {**os.environ, "HF_HUB_OFFLINE": "1"}
     job = run_caption([f"input_dir={folder}", f"output={out}", "video.segments=scenes", "progress=false",
                        "video.workers=1", f"hydra.run.dir={tmp_path / 'run'}"], env=env)

@@ -45,6 +45,15 @@ def make_reel(out: Path) -> dict:
     return truth
 
 
+def reel_made_once(tmp_path_factory) -> tuple[Path, dict]:
+    """make_reel's reel (read-only) and its truth, made once a run for every test process that asks
+    (tests/support/made_once.py): the scene tests and the job's segment test each made it, ~13 CPU-s."""
+    from tests.support.made_once import made_once
+
+    folder, truth = made_once(tmp_path_factory, "real-reel", lambda folder: make_reel(folder / "reel.mp4"))
+    return folder / "reel.mp4", truth
+
+
 def _inner_cuts(truth: dict) -> list[dict]:
     """The cuts bikes.mp4's own editing puts inside the pieces taken from it: the first frame of the reel
     (at FPS) that shows the next shot of bikes.mp4."""

@@ -246,10 +246,9 @@ def test_a_swinging_camera_and_an_exposure_jump_are_not_cuts_a_dissolve_is():
 def real_reel(tmp_path_factory):
     """Real footage with real editing (tests/video_io/real_footage.py): a 0.32-s shot, shots of one street,
     a mirrored repeat, a dissolve, a fade, a car crossing the frame and a character filling it."""
-    from tests.video_io.real_footage import make_reel
+    from tests.video_io.real_footage import reel_made_once
 
-    path = tmp_path_factory.mktemp("real") / "reel.mp4"
-    return path, make_reel(path)
+    return reel_made_once(tmp_path_factory)
 
 
 def test_real_editing_every_change_found_none_inside_large_motion(real_reel):
