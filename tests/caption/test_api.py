@@ -5,7 +5,6 @@ its records are the command's. The scripts run as processes of their own, forked
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import textwrap
@@ -15,10 +14,10 @@ import pytest
 from caption import ConfigError
 from caption.api import Captioner, overrides_of
 from caption.settings.config import REPO_ROOT
-from tests.caption.warm_process import run_warm_python
+from tests.caption.warm_process import WARM_ENV, run_warm_python
 
 pytestmark = pytest.mark.slow
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+ENV = WARM_ENV  # one environment, so one warm server per test process (tests/caption/warm_process.py)
 
 
 def _captions(path):

@@ -19,7 +19,7 @@ import pytest
 from caption.outcome import EngineDied
 from tests.caption.in_process import run_caption
 from tests.caption.processes import HELD, hold_a_decoder
-from tests.caption.warm_process import start_warm
+from tests.caption.warm_process import WARM_ENV, start_warm
 from vidcap_ko.exit_status import (
     EXIT_ENGINE_DIED,
     EXIT_FAILED_RECORDS,
@@ -30,7 +30,7 @@ from vidcap_ko.exit_status import (
 
 pytestmark = pytest.mark.slow
 CAPTION = os.path.join(os.path.dirname(sys.executable), "caption")
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+ENV = WARM_ENV  # one environment, so one warm server per test process (tests/caption/warm_process.py)
 MANY = 45  # clips in many_clips
 
 

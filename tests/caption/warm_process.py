@@ -42,6 +42,13 @@ PRELOADED = ["caption.cli", "caption.job", "caption.engines.vllm_engine", "capti
              "vllm.entrypoints.llm", "transformers.models.auto.modeling_auto", "transformers.models.auto.processing_auto",
              "video_io.decode", "eval.meteor"]
 
+# The environment the tests give the processes they start warm (and those they start beside them): this test
+# process's as it was when this module was first imported, taken once. Each test file took its own copy as it
+# was collected, and what collecting imports sets in os.environ (Ray's RAY_CLIENT_MODE, TorchInductor's
+# TORCHINDUCTOR_CACHE_DIR) made the copies differ, so a worker started a server for each: three in one
+# worker, each ~10 CPU-s of imports (docs/development.md)
+WARM_ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
 SERVER = r"""
 import json, os, select, socket, sys
 

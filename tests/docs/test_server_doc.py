@@ -6,14 +6,13 @@ build reserves a share of all the machine's memory and refuses to start when les
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 
 import pytest
 
 from caption.settings.config import REPO_ROOT
-from tests.caption.warm_process import run_warm_python
+from tests.caption.warm_process import WARM_ENV, run_warm_python
 
 SERVER_DOC = REPO_ROOT / "docs" / "server.md"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -22,7 +21,7 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # That process is forked with vLLM imported (tests/caption/warm_process.py), from the server the other
 # modules' scripts fork from (the same environment, so the same server): a fresh interpreter spent ~15 CPU-s
 # importing torch and vLLM on a 2-core AMD machine before it parsed a line
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+ENV = WARM_ENV  # one environment, so one warm server per test process (tests/caption/warm_process.py)
 PARSE = """
 import json, sys
 from vllm.entrypoints.launchers.cli_args import make_arg_parser

@@ -14,11 +14,11 @@ import pytest
 
 from tests.caption.in_process import run_caption, run_command
 from tests.caption.processes import HELD, hold_a_decoder
-from tests.caption.warm_process import start_warm
+from tests.caption.warm_process import WARM_ENV, start_warm
 from vidcap_ko.exit_status import EXIT_FAILED_RECORDS, EXIT_OK, EXIT_OUTPUT_BUSY, EXIT_USAGE
 from video_io.identity import compare, file_identity, fingerprint
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+ENV = WARM_ENV  # one environment, so one warm server per test process (tests/caption/warm_process.py)
 
 
 def _records(path):
