@@ -41,7 +41,7 @@ from caption.pipeline import STAGES, build_stages
 from caption.pipeline.record import RecordStage, record_keys
 from caption.pipeline.stage import Batch, Needs, Place, Stage, Worker, on_worker, run_stages
 from caption.runners.cores import CORE_LOCKS, bind_to_cores, claim_cores
-from caption.settings.config import JobConfig
+from caption.settings.config import ConfigError, JobConfig
 from video_io.store import WHERE_ENVIRONMENT
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class RayRunner:
             # the actors' environment on every node: the hub's settings, and the object store's address (never
             # its credentials: Ray keeps a job's runtime_env in its session files; nodes use their own)
             shared = {k: v for k, v in os.environ.items() if k.startswith("HF_") or k in WHERE_ENVIRONMENT}
-            ray.init(address=self.settings.address, include_dashboard=False, runtime_env={"env_vars": shared})
+            _connect(self.settings.address, shared)
             self.started_ray = True
         self.actors = self.settings.actors or self._engines_the_cluster_holds()
 
@@ -170,6 +170,73 @@ class RayRunner:
 
             ray.shutdown()
             self.started_ray = False
+
+
+def _connect(address: str | None, env_vars: dict[str, str]) -> None:
+    """ray.init: the running cluster at runner.address (or RAY_ADDRESS, as `ray job submit` sets it), else a
+    Ray instance of this machine's own for the job. Ray's own rule for no address would join the cluster whose
+    address the last `ray start` left in /tmp/ray/ray_current_cluster, however old: one stopped since (that
+    file outlives it) was retried for ~13 minutes (ray/_private/node.py `_init_gcs_client`: 20 tries, each
+    waiting on the GCS client's timeouts). A running cluster that does not answer, or refuses this driver, is
+    the user's to mend: a ConfigError in one line, before anything runs."""
+    import ray
+
+    named, where = (address, "runner.address") if address else (os.environ.get("RAY_ADDRESS") or None, "RAY_ADDRESS")
+    if named is None:
+        ray.init(address="local", include_dashboard=False, runtime_env={"env_vars": env_vars})
+        return
+    _check_answers(named, where)
+    try:
+        ray.init(address=named, include_dashboard=False, runtime_env={"env_vars": env_vars})
+    except Exception as exc:
+        if not _refused_for_its_token(exc):
+            raise
+        # Ray enables token authentication on a cluster `ray start --head` starts where a token exists
+        # (~/.ray/auth_token: any ray.init() that started a local cluster made one), but never for a driver
+        # given an address (ray/_private/worker.py `init`; ray/_private/authentication/)
+        raise ConfigError(_token_refused(named, where)) from None
+
+
+def _token_refused(address: str, where: str) -> str:
+    return (f"{where}={address}: the Ray cluster there asks for a token (Ray's token authentication): run the "
+            "job with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray "
+            "get-auth-token` on its head prints it)")
+
+
+def _check_answers(address: str, where: str) -> None:
+    """A host:port where nothing answers, or whose cluster refuses this driver's token, is refused at once
+    (ConfigError naming `where` the address came from). Ray's other forms (auto, ray://...) are Ray's to
+    resolve."""
+    from ray._raylet import GcsClient
+
+    host, _, port = address.rpartition(":")
+    if not host or "/" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ConfigError(f"{where}={address}: no Ray cluster answers there ({exc.strerror or exc}): "
+                          f"start one with `ray start --head` (docs/scale-out.md), or leave {where} unset "
+                          "to start one on this machine for the job") from None
+    # one try of the client ray.init makes (ray/_private/node.py `_init_gcs_client`), which tries 20 times a
+    # second apart, a refused token included (~24 s here); any other failure is left to ray.init to report
+    try:
+        GcsClient(address=f"{host}:{port}")
+    except Exception as exc:
+        if _refused_for_its_token(exc):
+            raise ConfigError(_token_refused(address, where)) from None
+
+
+def _refused_for_its_token(exc: BaseException) -> bool:
+    """Ray's AuthenticationError, raised or (as ray.init words it) quoted in the error that ended the connection."""
+    from ray.exceptions import AuthenticationError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AuthenticationError) or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _undone(job: JobConfig, key: str, store: Written) -> bool:

@@ -191,8 +191,9 @@ ON_RAY = {"runner.name": ("ray",)}  # runner=local reads none of the runner's ke
 class RunnerSchema:
     name: str = preset_key("local: this machine | ray: a Ray cluster (docs/scale-out.md)")
     address: Optional[str] = option(None, "ray: a running cluster (`ray start --head` printed it), e.g. "
-                                          "10.0.0.5:6379 or auto; null: start a Ray instance on this machine "
-                                          "for the job and stop it after", ON_RAY)
+                                          "10.0.0.5:6379 or auto; null: RAY_ADDRESS's where it is set (`ray job "
+                                          "submit` sets it), else a Ray instance on this machine for the job, "
+                                          "stopped after it", ON_RAY)
     actors: Optional[int] = option(None, "ray: engine actors; null: one per engine the cluster can hold (its "
                                          "GPUs / tensor_parallel_size; the cpu tier: the plan's replicas, gpu.count)",
                                    ON_RAY)

@@ -1,5 +1,6 @@
-"""runner=ray for real: the `caption` command, in a process of its own, starts a local Ray cluster on this
-machine's 2 CPUs and runs the embedded model in 2 engine actors.
+"""runner=ray for real: the `caption` command, in a process of its own, runs the embedded model in 2 engine
+actors on this machine's 2 CPUs, on a local Ray cluster it starts, or on one started apart as a user starts
+one for several machines (`ray start --head`, then `runner.address`: docs/scale-out.md).
 
 Why a process of its own: a Ray cluster started from the test process inherits what earlier tests left in
 it (in-process vLLM engines export VLLM_* variables and bind OpenMP threads); under the full suite that
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,54 @@ def clips(tmp_path, synth_dir):
             shutil.copy(synth_dir / f"clip_{i % 6:05d}.mp4", folder / f"clip_{i:05d}.mp4")
         return folder
     return _clips
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    """A running cluster, started as docs/scale-out.md starts one (`ray start --head`, here in the clean
+    environment below), that this file's jobs given its address share: each job that starts its own cluster
+    pays Ray's daemons and Ray Data's actors again (~10 CPU-s, ~4 s). With Ray's token authentication, as
+    `ray start --head` turns it on wherever a token exists (~/.ray/auth_token, which any local cluster Ray
+    started leaves): a token of its own here, so that the run does not depend on which test came first.
+    Yields (its address, the pid of the process under which its raylet and workers run, the environment a
+    driver needs to join it); stopped at the end of the module, its processes with it (its process group:
+    `ray stop` would end every cluster on the machine)."""
+    import secrets
+    import tempfile
+
+    from tests.support.s3_server import free_port
+
+    port, log = free_port(), tmp_path_factory.mktemp("ray-head") / "ray-start.log"
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    # a Ray folder of its own: `ray start` writes its address in <temp dir>/ray_current_cluster, where a bare
+    # ray.init() on this machine (another test process's script) would join it; short, for Ray's socket paths
+    ray_dir = tempfile.mkdtemp(prefix="rayhead-", dir="/tmp")
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
+                                    f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",
+                                    f"--temp-dir={ray_dir}"],
+                                   stdout=out, stderr=subprocess.STDOUT, env={**_clean_env(), **token},
+                                   start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "will now block" not in log.read_text(errors="replace"):  # printed once every daemon is up
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}", process.pid, token
+    finally:
+        # the whole group at once: `ray start --block` told alone waits ~30 s on its raylet and Ray Data's
+        # detached actors; what has not ended 3 s after SIGTERM is killed
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # every process of the group had ended
+            pass
+        process.wait()
+        shutil.rmtree(ray_dir, ignore_errors=True)  # its address file with it: it outlives the cluster
 
 
 def _clean_env() -> dict:
@@ -77,8 +127,10 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, co
                                                             s3):
     """The Ray job reads the clips from object storage (moto's S3 server on loopback: the actors read the
     objects themselves, no disk is shared) and writes the captions the local runner writes from the folder."""
+    import tempfile
+
     from caption.job import run_job
-    from tests.support.s3_server import folder_files
+    from tests.support.s3_server import folder_files, free_port
 
     folder = clips(3)
     shutil.copy(long_dir / "long_00000.mp4", folder)  # split at its 3 shots: a record per segment
@@ -87,8 +139,16 @@ def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, co
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
     run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null", *segments]),
             engine=vllm_engine)
-    status, summary, err = _caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY], tmp_path, on_ray,
-                                    env=s3.env())
+    # where an earlier `ray start` left its address behind (the file outlives the cluster), the job still starts
+    # its own instance: a bare ray.init() joined that address and waited ~13 minutes on it
+    ray_tmp = Path(tempfile.mkdtemp(prefix="raytmp-", dir="/tmp"))  # short: Ray's socket paths live under it
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
+    try:
+        status, summary, err = _caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY], tmp_path,
+                                        on_ray, env={**s3.env(), "RAY_TMPDIR": str(ray_tmp)})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert status == 0, err[-3000:]
     assert summary["exit_status"] == 0 and summary["captions_ok"] == 12 and summary["runner"] == "ray"
     assert summary["segments_run"] == 3 and summary["videos_segmented"] == 1 and summary["scan_s_total"] > 0
@@ -127,9 +187,10 @@ def _title(pid):
         return ""
 
 
-def _actor_pids(job_pid):
-    """Engine actor processes of the job `job_pid` (Ray titles them ray::MapWorker(MapBatches(_CaptionActor))):
-    those under its process, whose local cluster (raylet, workers) it started; another job's are not its."""
+def _actor_pids(cluster_pid):
+    """Engine actor processes (Ray titles them ray::MapWorker(MapBatches(_CaptionActor))) under the process
+    `cluster_pid`, whose raylet and workers they are: this file's cluster, which runs one job at a time;
+    another test process's clusters are not under it."""
     parents, actors = {}, []
     for entry in os.listdir("/proc"):
         try:
@@ -141,24 +202,25 @@ def _actor_pids(job_pid):
         except (OSError, ValueError, IndexError):
             continue
 
-    def under_the_job(pid):
+    def under_the_cluster(pid):
         for _ in range(64):
             pid = parents.get(pid, 0)
-            if pid == job_pid:
+            if pid == cluster_pid:
                 return True
             if pid <= 1:
                 return False
         return False
 
-    return [pid for pid in actors if under_the_job(pid)]
+    return [pid for pid in actors if under_the_cluster(pid)]
 
 
 @pytest.mark.slow
-def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
+def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path, head):
     """SIGKILL (what the OOM killer sends) to an engine actor once the first records are in: Ray restarts
     it and runs its batches again on it, the other actor keeps its engine, the output is complete and holds
-    each clip once."""
+    each clip once. On the running cluster, as a job on several machines runs."""
     # 12 one-clip batches for 2 actors: after the first record each actor still has several to run
+    address, cluster_pid, token = head
     folder, out = clips(12), tmp_path / "out.jsonl"
     killed, job = [], []
 
@@ -177,7 +239,7 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
             written = out.read_text(encoding="utf-8").count("\n") if job and out.exists() else 0
             if not 1 <= written <= 16:  # of 24
                 continue
-            pids = pids if len(pids) == 2 else _actor_pids(job[0])
+            pids = pids if len(pids) == 2 else _actor_pids(cluster_pid)
             running = [pid for pid in pids if _title(pid).endswith(".submit")]
             if running:
                 os.kill(running[0], signal.SIGKILL)
@@ -187,8 +249,8 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path):
     watcher.start()
     # 64 tokens a request: the batches take seconds together, so the watcher sees them running
     long = ["sampling.min_new_tokens=64", "sampling.max_new_tokens=64"]
-    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY], tmp_path, out,
-                                    started=job)
+    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY,
+                                     f"runner.address={address}"], tmp_path, out, started=job, env=token)
     watcher.join(timeout=5)
     assert killed, "no actor was killed: the job ended before the watcher saw a batch running"
     records = _records(out)
@@ -250,18 +312,60 @@ def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tm
 
 
 @pytest.mark.slow  # its engine actors start vLLM (the weights then fail to load): 42 s of `make test-fast`'s 2:56
-def test_a_model_that_does_not_load_in_the_actors_stops_the_job_in_one_line(clips, tmp_path, model_dir):
+def test_a_model_that_does_not_load_in_the_actors_stops_the_job_in_one_line(clips, tmp_path, model_dir, head):
     """A weights file cut short: the first actor whose engine does not load stops the job with its reason,
-    as the local runner does; no clip gets an error record (a rerun with the model mended captions them all)."""
+    as the local runner does; no clip gets an error record (a rerun with the model mended captions them all).
+    On a running cluster, which the failed job leaves running, without its actors."""
+    address, cluster_pid, token = head
     model = tmp_path / "model"
     shutil.copytree(model_dir, model)
     weights = model / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy that stopped halfway
     out = tmp_path / "o.jsonl"
-    code, summary, err = _caption([f"input_dir={clips(3)}", f"model.path={model}", *RAY], tmp_path, out)
+    code, summary, err = _caption([f"input_dir={clips(3)}", f"model.path={model}", *RAY, f"runner.address={address}"],
+                                  tmp_path, out, env=token)
     assert code == 4, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"caption: the vllm engine could not load the model {model}: SafetensorError: "), last
     assert "(the traceback is in the job's log, from the engine actor " in last and "Traceback" not in err
     assert summary["stopped"] == "engine did not load" and summary["records_left_undone"] == 3
     assert not out.exists() or out.read_text() == ""
+    # the cluster is the user's: it goes on, and Ray ends the job's engine actors with the job
+    deadline = time.monotonic() + 60
+    while _actor_pids(cluster_pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _actor_pids(cluster_pid), "the failed job's engine actors outlived it"
+    assert os.path.exists(f"/proc/{cluster_pid}"), "the failed job took the cluster down"
+
+
+@pytest.mark.slow  # no engine, but the running cluster the engine tests above share: test-fast would start it for this alone
+def test_a_cluster_that_asks_for_a_token_refuses_the_job_in_one_line_before_anything_runs(clips, tmp_path, head):
+    """A driver without the cluster's token (Ray never turns token authentication on for a given address):
+    exit status 2 and one line that says what to set, instead of a traceback asking for a bug report. (Ray
+    tries ~20 times a second apart before it gives up: ray/_private/node.py `_init_gcs_client`.)"""
+    address, _, _ = head
+    out = tmp_path / "o.jsonl"
+    code, summary, err = _caption([f"input_dir={clips(2)}", *RAY, f"runner.address={address}"], tmp_path, out)
+    assert code == 2, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last == (f"caption: invalid config: runner.address={address}: the Ray cluster there asks for a token "
+                    "(Ray's token authentication): run the job with RAY_AUTH_MODE=token and the cluster's token in "
+                    "RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` on its head prints it)"), last
+    assert "Traceback" not in err and not (out.exists() and out.read_text())
+
+
+def test_an_address_where_no_cluster_answers_is_refused_at_once(clips, tmp_path):
+    """runner.address naming a port where nothing listens: one line and exit status 2 in seconds (Ray itself
+    retried it for ~13 minutes), before any Ray process starts. In this process: Ray is never started."""
+    from tests.support.s3_server import free_port
+
+    address, out = f"127.0.0.1:{free_port()}", tmp_path / "o.jsonl"
+    started = time.monotonic()
+    done = run_caption([f"input_dir={clips(2)}", *RAY, f"runner.address={address}", f"output={out}",
+                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"caption: invalid config: runner.address={address}: no Ray cluster answers there ("), last
+    assert last.endswith("start one with `ray start --head` (docs/scale-out.md), or leave runner.address unset to "
+                         "start one on this machine for the job")
+    assert time.monotonic() - started < 60 and not ray.is_initialized()
