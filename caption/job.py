@@ -32,6 +32,7 @@ from caption.output.provenance import (
 )
 from caption.output.records_file import RecordStore
 from caption.pipeline.record import record_keys
+from caption.pipeline.supervisor import check_given_engine
 from caption.planning import plan_job
 from caption.runners import make_runner
 from caption.runners.base import Runner
@@ -74,6 +75,8 @@ def job_records(cfg: DictConfig, engine: Engine | None = None, videos: Videos | 
     if job.options.plan_only or not job.planned().fits:  # not fitting gets here only in a sweep: a row saying why
         return report_plan(job)
     check_references(job)  # a references file METEOR could not read: said now, not after the captions
+    if engine is not None and job.runner.name == "local":  # runner=ray loads its own, in its actors
+        check_given_engine(job, engine)  # one loaded for other settings would make captions the records misname
     lock = check_outputs(job)  # from here to the end, no other job writes this output (caption/output/lock.py)
     try:
         return (yield from _locked_job(job, engine, videos, lock))

@@ -77,6 +77,7 @@ class HfEngine:
     name = "hf"
 
     def __init__(self, spec: EngineSpec, model=None, processor=None):
+        self.spec = spec  # what it was loaded for: a job given it checks it makes that job's captions (caption/pipeline/supervisor.py)
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 

@@ -64,6 +64,7 @@ class ServerEngine:
     name = "server"
 
     def __init__(self, spec: EngineSpec):
+        self.spec = spec  # what it was loaded for: a job given it checks it makes that job's captions (caption/pipeline/supervisor.py)
         logging.getLogger("httpx").setLevel(logging.WARNING)  # else one log line per request
         self.options, self.model = spec.server, spec.served_model
         self.max_inflight = spec.options.max_inflight

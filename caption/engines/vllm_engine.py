@@ -164,6 +164,7 @@ class VllmEngine:
     name = "vllm"
 
     def __init__(self, spec: EngineSpec):
+        self.spec = spec  # what it was loaded for: a job given it checks it makes that job's captions (caption/pipeline/supervisor.py)
         apply_engine_env(spec)
         set_log_level(spec.options.log_level)
         logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(DropThreadWarning())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import re
@@ -12,11 +13,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from caption.engines import build_engine
 from caption.engines.base import Engine, Request, Result, request_stream
 from caption.outcome import EngineDidNotLoad, EngineDied, EngineFailure, stop_if_raised_by_an_interrupt
+from caption.settings.option import ConfigError
 from vidcap_ko.torchvision_shim import install_line
 from video_io.decoder_process import main_script_hidden
 
 if TYPE_CHECKING:
     from caption.settings.config import JobConfig
+    from caption.settings.engine_spec import EngineSpec
     from caption.summary.tally import JobTally
 
 
@@ -28,6 +31,55 @@ def load_engine(job: JobConfig) -> Engine:
         if job.engine_spec is None:
             raise RuntimeError("the job is not planned yet: call caption.planning.plan_job first")
         return build_engine(job.engine_spec)
+
+
+def check_given_engine(job: JobConfig, engine: Engine) -> None:
+    """An engine the caller loaded and passed to the job (run_job's `engine`) must make the captions the
+    job's records will describe: one loaded for another sampling, model, adapter set, dtype or quantization
+    would write records naming this job's settings over captions made with its own (run_job once took
+    sampling.min_new_tokens=64 with an engine loaded for 0 and wrote 8-token captions under a settings_id
+    that said 64). ConfigError naming what differs. What the engine is only sized for (requests, frames,
+    batch sizes) may differ, as may the model's path where its content is the same (caption/output/fingerprint.py
+    says which settings change captions)."""
+    loaded, wanted = getattr(engine, "spec", None), job.engine_spec
+    if loaded is None or wanted is None:  # an engine of the caller's own making, or a job that loads none
+        return
+    differ = [name for name, (was, now) in _caption_settings(loaded, wanted, job.forced_lengths is not None).items()
+              if was != now]
+    if differ:
+        raise ConfigError(f"the engine passed to the job was loaded for another {', '.join(differ)} than the "
+                          "job's: pass none and the job loads its own, or load one for these settings "
+                          "(caption.pipeline.supervisor.load_engine(job)) to reuse across jobs")
+
+
+def _caption_settings(loaded: EngineSpec, wanted: EngineSpec, forced: bool) -> dict[str, tuple[Any, Any]]:
+    """Each setting that changes what an engine generates: (the engine's, the job's)."""
+    from caption.output.fingerprint import folder_identity
+
+    def sampling(spec: EngineSpec):  # forced lengths set each request's own (caption/engines/vllm_engine.py)
+        return dataclasses.replace(spec.sampling, max_new_tokens=0, min_new_tokens=0) if forced else spec.sampling
+
+    def weights(spec: EngineSpec):
+        args = spec.vllm or spec.hf or {}
+        return args.get("dtype"), args.get("quantization") or args.get("quantization_config")
+
+    same_model = loaded.model_path == wanted.model_path or \
+        folder_identity(loaded.model_path) == folder_identity(wanted.model_path)
+    settings = {
+        "engine": (loaded.engine, wanted.engine),
+        "model": (True, same_model),
+        "model family": (loaded.family, wanted.family),
+        "prompt processing": ((loaded.stop, loaded.processor_kwargs), (wanted.stop, wanted.processor_kwargs)),
+        "sampling": (sampling(loaded), sampling(wanted)),
+        "LoRA adapter set": (loaded.adapters, wanted.adapters),
+        "dtype or quantization": (weights(loaded), weights(wanted)),
+        "server": ((loaded.served_model, loaded.server and loaded.server.base_url),
+                   (wanted.served_model, wanted.server and wanted.server.base_url)),
+    }
+    if wanted.sampling.do_sample:  # under greedy decoding neither changes a caption
+        settings["seed"] = (loaded.options.seed, wanted.options.seed)
+        settings["speculative decoding"] = (loaded.speculative, wanted.speculative)
+    return settings
 
 
 def load_engine_or_say_why(job: JobConfig, failed: type[EngineDied] = EngineDidNotLoad,

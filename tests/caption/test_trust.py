@@ -111,6 +111,32 @@ def test_the_same_model_at_another_path_resumes_and_other_weights_there_are_refu
 
 
 @pytest.mark.slow
+def test_an_engine_loaded_for_other_settings_is_refused_before_anything_is_written(
+        compose_config, two_clips_with_references, tmp_path, model_dir, vllm_engine):
+    """run_job's `engine` (one loaded once, kept across jobs): an engine loaded for another sampling or other
+    weights would make captions that the records, which name the job's settings, misdescribe. Refused in one
+    line naming what differs, before the output is touched. What the engine is only sized for (the requests
+    and frames of a clip) may differ; the same model at another path is shown to pass above."""
+    from caption.settings.option import ConfigError
+
+    out = tmp_path / "o.jsonl"
+    base = [f"input_dir={two_clips_with_references}", f"output={out}", "progress=false", "video.workers=0",
+            "references=null"]
+    with pytest.raises(ConfigError, match="^the engine passed to the job was loaded for another sampling than "
+                                          "the job's: pass none and the job loads its own"):
+        run_job(compose_config([*base, "sampling.min_new_tokens=16"]), engine=vllm_engine)
+    retrained = shutil.copytree(model_dir, tmp_path / "retrained")
+    data = bytearray((retrained / "model.safetensors").read_bytes())
+    data[-100] ^= 0x01
+    (retrained / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match="loaded for another model than the job's"):
+        run_job(compose_config([*base, f"model.path={retrained}"]), engine=vllm_engine)
+    assert not out.exists()
+    summary = run_job(compose_config([*base, "tasks=[caption,motion]", "video.num_frames=4"]), engine=vllm_engine)
+    assert summary["exit_status"] == 0 and summary["captions_ok"] == 4
+
+
+@pytest.mark.slow
 def test_records_whose_id_hashed_the_model_path_still_resume(compose_config, two_clips_with_references, tmp_path,
                                                              vllm_engine):
     """An output written by vidcap-ko up to 2026-11-26, whose ids hashed model_path too: its records are
