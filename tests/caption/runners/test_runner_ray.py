@@ -5,7 +5,8 @@ one for several machines (`ray start --head`, then `runner.address`: docs/scale-
 Why a process of its own: a Ray cluster started from the test process inherits what earlier tests left in
 it (in-process vLLM engines export VLLM_* variables and bind OpenMP threads); under the full suite that
 left the engine actors spinning instead of captioning. A user runs `caption runner=ray` from a shell, so
-that is what these tests run. Kept small (3-12 clips): each run starts two vLLM engines on a 2-core machine.
+that is what these tests run. Kept few and small (2-10 clips): each job starts two vLLM engines on a 2-core
+machine, ~15 CPU-s each, so the greedy-captions job is also the one whose actor is killed.
 """
 
 from __future__ import annotations
@@ -122,63 +123,6 @@ def _records(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
-@pytest.mark.slow
-def test_ray_runner_writes_the_local_runners_greedy_captions(clips, long_dir, compose_config, vllm_engine, tmp_path,
-                                                            s3):
-    """The Ray job reads the clips from object storage (moto's S3 server on loopback: the actors read the
-    objects themselves, no disk is shared) and writes the captions the local runner writes from the folder."""
-    import tempfile
-
-    from caption.job import run_job
-    from tests.support.s3_server import folder_files, free_port
-
-    folder = clips(3)
-    shutil.copy(long_dir / "long_00000.mp4", folder)  # split at its 3 shots: a record per segment
-    url = f"s3://{s3.bucket(folder_files(folder, prefix='clips/'))}/clips"
-    segments = ["video.segments=auto", "video.segment_over_s=8"]
-    local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
-    run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null", *segments]),
-            engine=vllm_engine)
-    # where an earlier `ray start` left its address behind (the file outlives the cluster), the job still starts
-    # its own instance: a bare ray.init() joined that address and waited ~13 minutes on it
-    ray_tmp = Path(tempfile.mkdtemp(prefix="raytmp-", dir="/tmp"))  # short: Ray's socket paths live under it
-    (ray_tmp / "ray").mkdir()
-    (ray_tmp / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
-    try:
-        status, summary, err = _caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY], tmp_path,
-                                        on_ray, env={**s3.env(), "RAY_TMPDIR": str(ray_tmp)})
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert status == 0, err[-3000:]
-    assert summary["exit_status"] == 0 and summary["captions_ok"] == 12 and summary["runner"] == "ray"
-    assert summary["segments_run"] == 3 and summary["videos_segmented"] == 1 and summary["scan_s_total"] > 0
-    # no engine ran in the driver: no stage breakdown rather than one claiming the engine sat idle
-    assert summary["stages_s"] is None and summary["engine_idle_fraction"] is None
-    assert summary["decode_workers"] is None  # decoding ran in Ray actors, not the local pool
-    records = _records(on_ray)
-    assert len({(r["video"], r.get("segment_index"), r["task"]) for r in records}) == len(records) == 12
-    local_captions = {(r["video"], r.get("segment_index")): r["caption"] for r in _records(local)}
-    assert {(r["video"], r.get("segment_index")): r["caption"] for r in records if r["task"] == "caption"} == \
-        local_captions
-    assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
-    # the driver names each record's object, as the local runner does (a segment's records share their video's)
-    sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
-    assert all(r["source"]["input_dir"] == url and r["source"]["size"] == sizes[r["video"]] and r["source"]["etag"]
-               and r["fetched_bytes"] > 0 for r in records)
-    # each engine actor that captioned ran on one core of its own (its batch thread's affinity)
-    cores = [seen.split(" cores ")[1] for seen in summary["actors_seen"]]
-    assert all("," not in c for c in cores) and len(set(cores)) == len(cores)
-    # resume: the same command again finds nothing to do and changes nothing. With nothing to do no cluster
-    # starts (caption/runners/ray.py starts Ray with the first clip), so it runs in this process
-    before = on_ray.read_bytes()
-    done = run_caption([f"input_dir={url}", "tasks=[caption,motion]", *segments, *RAY, f"output={on_ray}",
-                        f"hydra.run.dir={tmp_path / 'run-again'}"], cwd=tmp_path, env={**os.environ, **s3.env()})
-    assert done.returncode == 0, done.stderr[-3000:]
-    again = json.loads(on_ray.with_name(on_ray.name + ".summary.json").read_text(encoding="utf-8"))
-    assert again["videos_skipped_resume"] == 4 and again["videos_run"] == 0 and on_ray.read_bytes() == before
-    assert not ray.is_initialized()
-
-
 def _title(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -189,8 +133,8 @@ def _title(pid):
 
 def _actor_pids(cluster_pid):
     """Engine actor processes (Ray titles them ray::MapWorker(MapBatches(_CaptionActor))) under the process
-    `cluster_pid`, whose raylet and workers they are: this file's cluster, which runs one job at a time;
-    another test process's clusters are not under it."""
+    `cluster_pid`, whose raylet and workers they are: the `head` cluster, which runs one job at a time, or the
+    `caption` process that started a Ray instance of its own; another test process's clusters are not under it."""
     parents, actors = {}, []
     for entry in os.listdir("/proc"):
         try:
@@ -215,13 +159,30 @@ def _actor_pids(cluster_pid):
 
 
 @pytest.mark.slow
-def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path, head):
-    """SIGKILL (what the OOM killer sends) to an engine actor once the first records are in: Ray restarts
-    it and runs its batches again on it, the other actor keeps its engine, the output is complete and holds
-    each clip once. On the running cluster, as a job on several machines runs."""
-    # 12 one-clip batches for 2 actors: after the first record each actor still has several to run
-    address, cluster_pid, token = head
-    folder, out = clips(12), tmp_path / "out.jsonl"
+def test_ray_runner_writes_the_local_runners_greedy_captions_and_a_killed_actor_costs_no_record(
+        clips, long_dir, compose_config, tmp_path, s3):
+    """The Ray job reads the clips from object storage (moto's S3 server on loopback: the actors read the
+    objects themselves, no disk is shared) and writes the captions the local runner writes from the folder,
+    although SIGKILL (what the OOM killer sends) ends an engine actor once the first records are in: Ray
+    restarts it and runs its batches again on it, the other actor keeps its engine, and the output holds
+    each record once. On the Ray instance the job starts itself (runner.address unset), as a user's job on
+    one machine runs. (One job for both: each job starts two engine actors, ~15 CPU-s each.)"""
+    import tempfile
+
+    from caption.job import run_job
+    from tests.support.s3_server import folder_files, free_port
+
+    # 9 clips and a long one split at its 3 shots (a record per segment): 12 one-clip batches for 2 actors, 24
+    # records, so that after the first record each actor still has several batches to run
+    folder = clips(9)
+    shutil.copy(long_dir / "long_00000.mp4", folder)
+    url = f"s3://{s3.bucket(folder_files(folder, prefix='clips/'))}/clips"
+    # 64 tokens a request: the batches take seconds together, so the watcher sees them running
+    settings = ["tasks=[caption,motion]", "video.segments=auto", "video.segment_over_s=8",
+                "sampling.min_new_tokens=64", "sampling.max_new_tokens=64"]
+    local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    # in this process, with an engine of its own: the shared one is loaded for other sampling (and refused)
+    run_job(compose_config([f"input_dir={folder}", f"output={local}", "progress=false", "references=null", *settings]))
     killed, job = [], []
 
     def kill_one_running_a_batch():
@@ -236,10 +197,10 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path, head):
         while time.time() < deadline and not killed:
             time.sleep(0.02)
             # the records first (the engines are up): the walk over /proc reads two files of every process
-            written = out.read_text(encoding="utf-8").count("\n") if job and out.exists() else 0
+            written = on_ray.read_text(encoding="utf-8").count("\n") if job and on_ray.exists() else 0
             if not 1 <= written <= 16:  # of 24
                 continue
-            pids = pids if len(pids) == 2 else _actor_pids(cluster_pid)
+            pids = pids if len(pids) == 2 else _actor_pids(job[0])  # the job's Ray instance runs under it
             running = [pid for pid in pids if _title(pid).endswith(".submit")]
             if running:
                 os.kill(running[0], signal.SIGKILL)
@@ -247,24 +208,55 @@ def test_an_engine_actor_killed_mid_run_costs_no_record(clips, tmp_path, head):
 
     watcher = threading.Thread(target=kill_one_running_a_batch, daemon=True)
     watcher.start()
-    # 64 tokens a request: the batches take seconds together, so the watcher sees them running
-    long = ["sampling.min_new_tokens=64", "sampling.max_new_tokens=64"]
-    status, summary, err = _caption([f"input_dir={folder}", "tasks=[caption,motion]", *long, *RAY,
-                                     f"runner.address={address}"], tmp_path, out, started=job, env=token)
+    # where an earlier `ray start` left its address behind (the file outlives the cluster), the job still starts
+    # its own instance: a bare ray.init() joined that address and waited ~13 minutes on it
+    ray_tmp = Path(tempfile.mkdtemp(prefix="raytmp-", dir="/tmp"))  # short: Ray's socket paths live under it
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
+    try:
+        status, summary, err = _caption([f"input_dir={url}", *settings, *RAY], tmp_path, on_ray, started=job,
+                                        env={**s3.env(), "RAY_TMPDIR": str(ray_tmp)})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     watcher.join(timeout=5)
+    assert status == 0, err[-3000:]
     assert killed, "no actor was killed: the job ended before the watcher saw a batch running"
-    records = _records(out)
-    assert sorted((r["video"], r["task"]) for r in records) == [(f"clip_{i:05d}.mp4", task) for i in range(12)
-                                                                for task in ("caption", "motion")]  # all, once
-    assert all(r["status"] == "ok" for r in records) and status == 0 == summary["exit_status"], err[-3000:]
+    assert summary["exit_status"] == 0 and summary["captions_ok"] == 24 and summary["runner"] == "ray"
+    assert summary["segments_run"] == 3 and summary["videos_segmented"] == 1 and summary["scan_s_total"] > 0
+    # no engine ran in the driver: no stage breakdown rather than one claiming the engine sat idle
+    assert summary["stages_s"] is None and summary["engine_idle_fraction"] is None
+    assert summary["decode_workers"] is None  # decoding ran in Ray actors, not the local pool
+    records = _records(on_ray)
+    # every record, once, each the local runner's caption
+    assert len({(r["video"], r.get("segment_index"), r["task"]) for r in records}) == len(records) == 24
+    assert all(r["status"] == "ok" for r in records)
+    local_captions = {(r["video"], r.get("segment_index"), r["task"]): r["caption"] for r in _records(local)}
+    assert {(r["video"], r.get("segment_index"), r["task"]): r["caption"] for r in records} == local_captions
+    assert all(r["engine"] == "vllm" and r["frames"] == 8 and r["decoder"] for r in records)
+    # the driver names each record's object, as the local runner does (a segment's records share their video's)
+    sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
+    assert all(r["source"]["input_dir"] == url and r["source"]["size"] == sizes[r["video"]] and r["source"]["etag"]
+               and r["fetched_bytes"] > 0 for r in records)
     # the killed actor's batches ran again on its successor, Ray's restart of it (nothing lost)
     assert summary["clips_lost"] == 0 and summary["engine_actors_restarted"] == 1, (killed, summary)
     # the actors that sent records: the other one, which kept its engine, the successor, and the killed one if
-    # it had finished a batch before its kill (seen both ways); a retry in a new actor pool would add two more.
-    # Each ran bound to cores of its own
+    # it had finished a batch before its kill (seen both ways); a retry in a new actor pool would add two more
     seen = summary["actors_seen"]
     assert 2 <= len(seen) <= 3 and all(" cores " in actor for actor in seen), (killed, seen)
     assert len(seen) == 3 or not any(f" pid {killed[0][0]} " in actor for actor in seen), (killed, seen)
+    # each engine actor ran on one core of its own (its batch thread's affinity); the successor on the cores
+    # its killed predecessor left free, so two core sets between them
+    cores = [actor.split(" cores ")[1] for actor in seen]
+    assert all("," not in c for c in cores) and len(set(cores)) == 2, seen
+    # resume: the same command again finds nothing to do and changes nothing. With nothing to do no cluster
+    # starts (caption/runners/ray.py starts Ray with the first clip), so it runs in this process
+    before = on_ray.read_bytes()
+    done = run_caption([f"input_dir={url}", *settings, *RAY, f"output={on_ray}",
+                        f"hydra.run.dir={tmp_path / 'run-again'}"], cwd=tmp_path, env={**os.environ, **s3.env()})
+    assert done.returncode == 0, done.stderr[-3000:]
+    again = json.loads(on_ray.with_name(on_ray.name + ".summary.json").read_text(encoding="utf-8"))
+    assert again["videos_skipped_resume"] == 10 and again["videos_run"] == 0 and on_ray.read_bytes() == before
+    assert not ray.is_initialized()
 
 
 def test_engine_actors_claim_distinct_cores_and_a_dead_actors_cores_come_back(tmp_path):
