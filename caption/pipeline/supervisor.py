@@ -20,6 +20,7 @@ from video_io.decoder_process import main_script_hidden
 if TYPE_CHECKING:
     from caption.settings.config import JobConfig
     from caption.settings.engine_spec import EngineSpec
+    from caption.settings.generation import SamplingSchema
     from caption.summary.tally import JobTally
 
 
@@ -56,10 +57,10 @@ def _caption_settings(loaded: EngineSpec, wanted: EngineSpec, forced: bool) -> d
     """Each setting that changes what an engine generates: (the engine's, the job's)."""
     from caption.output.fingerprint import folder_identity
 
-    def sampling(spec: EngineSpec):  # forced lengths set each request's own (caption/engines/vllm_engine.py)
+    def sampling(spec: EngineSpec) -> SamplingSchema:  # forced lengths set each request's own (caption/engines/vllm_engine.py)
         return dataclasses.replace(spec.sampling, max_new_tokens=0, min_new_tokens=0) if forced else spec.sampling
 
-    def weights(spec: EngineSpec):
+    def weights(spec: EngineSpec) -> tuple[Any, Any]:
         args = spec.vllm or spec.hf or {}
         return args.get("dtype"), args.get("quantization") or args.get("quantization_config")
 
