@@ -52,7 +52,9 @@ RAY_SCRIPT = textwrap.dedent("""
 
     folder, api_out, command_out, overrides = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     settings = {key.replace(".", "__"): value for key, value in (o.split("=", 1) for o in overrides)}
-    ray.init(include_dashboard=False)
+    # "local": a bare ray.init() joins the address a stopped `ray start` left in /tmp/ray/ray_current_cluster
+    # and waits on it for minutes (docs/scale-out.md), so this test hung on any machine holding such a file
+    ray.init(address="local", include_dashboard=False)
     with Captioner(engine="hf", video__workers=0, references=None) as captioner:
         records = list(captioner.caption(folder, output=api_out, **settings))
         seen = {"records": len(records), "engine": captioner.engine, "status": captioner.summary["exit_status"]}
