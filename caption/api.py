@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -128,7 +129,7 @@ def _videos(videos) -> tuple[Path | str, list[tuple[str, str]] | None]:
 def _ctrl_c_stops_the_job():
     """Ctrl-C during a call: the job stops as the command's does (records kept, the summary written, even
     while it closes down), then KeyboardInterrupt reaches the caller. Only the main thread gets signals."""
-    from caption.outcome import interrupts
+    from caption.outcome import interrupts, quiet_unraisable_interrupts
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -140,10 +141,12 @@ def _ctrl_c_stops_the_job():
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, stop)
+    unraisable = quiet_unraisable_interrupts()
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = unraisable
 
 
 def _quiet(log: Path) -> None:

@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 
-from caption.outcome import JobInterrupted, interrupts, stop_if_raised_by_an_interrupt
+from caption.outcome import JobInterrupted, interrupts, quiet_unraisable_interrupts, stop_if_raised_by_an_interrupt
 
 # Only light modules before the signal handlers are in place (main): an interrupt while the heavy
 # ones import (hydra, numpy, torch: seconds on a busy machine) is then a clean stop, not a traceback.
@@ -46,6 +46,7 @@ def _on_signal(signum, frame) -> None:
 
 
 def install_signal_handlers() -> None:
+    quiet_unraisable_interrupts()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
 

@@ -189,7 +189,8 @@ def _pending(job: JobConfig, videos: Videos, store: RecordStore, tally: JobTally
 def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally: JobTally) -> Iterator[Record]:
     """Start the runner and write each record it gives as it comes (yielding it)."""
     folder = InputFolder(job.files().input_dir)
-    runner.start(todo, store, tally)
+    runner.start(todo, store, tally)  # the engine loads here
+    interrupts.stop_if_received()  # a signal Python could not raise while it loaded (caption/outcome.py)
     tally.generation_started = time.perf_counter()
     tally.start_progress(tally.requests_todo, job.options.progress)
     counted = {key for key, _ in todo if key in store.segments}  # videos whose segments _pending counted

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from vidcap_ko.exit_status import (
     EXIT_ENGINE_DIED,
@@ -48,8 +51,31 @@ class Interrupts:
         finally:
             self.release()
 
+    def stop_if_received(self) -> None:
+        """Raise JobInterrupted if a signal was noted and its exception went nowhere (quiet_unraisable_interrupts)."""
+        if self.received and not self.shielded:
+            raise JobInterrupted()
+
 
 interrupts = Interrupts()
+
+
+def quiet_unraisable_interrupts() -> Callable[[Any], object]:
+    """Leave to the job's checks an interruption Python could not raise; returns the hook this one replaces.
+    Python runs a signal handler wherever the main thread is, and where that is a weakref callback or a
+    __del__ (such as the import system's module-lock callback, `cb` in `_get_module_lock`, run after each
+    import), the handler's exception cannot propagate: Python would print "Exception ignored in ..." with
+    a traceback, and go on. The signal is noted (`interrupts.received`), and the job stops at its next
+    check (caption/cli.py `_job`, once the engine is loaded, after each record: caption/job.py)."""
+    previous = sys.unraisablehook
+
+    def quiet_if_noted(unraisable: Any) -> None:
+        if interrupts.received and isinstance(unraisable.exc_value, (JobInterrupted, KeyboardInterrupt)):
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = quiet_if_noted
+    return previous
 
 
 def interruption_behind(exc: BaseException) -> BaseException | None:
