@@ -104,12 +104,54 @@ def start_llm(build):
     gc.freeze()
     core.freeze_gc_heap = gpu_worker.freeze_gc_heap = _leave_the_engines_heap_unfrozen
     try:
-        return build()
+        llm = build()
     except BaseException:
         gc.unfreeze()  # no engine whose shutdown would
         raise
     finally:
         core.freeze_gc_heap, gpu_worker.freeze_gc_heap = freezes
+    _remove_the_rendezvous_file_at_exit()
+    return llm
+
+
+_REMOVED_AT_EXIT: set[str] = set()
+
+
+def _rendezvous_file() -> str | None:
+    """The file of the process group's store, where the group meets in a file (torch's FileStore)."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    store = dist.distributed_c10d._get_default_store()
+    while hasattr(store, "underlying_store"):  # a PrefixStore around it
+        store = store.underlying_store
+    return getattr(store, "path", None)
+
+
+def _remove_the_rendezvous_file_at_exit() -> None:
+    """vLLM's one-process engines meet in a file, /tmp/vllm_dist_<uuid> (get_file_store_init_method in
+    utils/network_utils.py, v1/executor/uniproc_executor.py), which torch removes when the process group is
+    destroyed. shutdown_llm leaves the group to the process's other engines, so every process that ran an
+    engine left its file in /tmp (446 after a few days of this suite). It is removed as the process exits,
+    by that process only: a child forked from it leaves its parent's file alone. A process killed outright
+    (kill -9, a Ray actor killed) still leaves it."""
+    import atexit
+
+    path = _rendezvous_file()
+    if path is None or path in _REMOVED_AT_EXIT:
+        return
+    _REMOVED_AT_EXIT.add(path)
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            try:
+                os.remove(path)
+            except OSError:  # gone already: the group was destroyed, or another clean-up took it
+                pass
+
+    atexit.register(remove)
 
 
 class _CollectAfterShutdown:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -108,7 +111,11 @@ def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
     for i in range(2):
         shutil.copy(synth_dir / f"clip_{i:05d}.mp4", folder)
     out = tmp_path / "out.jsonl"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # a temporary folder of its own, to see what the job leaves there; torch's compiled kernels where they are
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(temporary), "TORCHINDUCTOR_CACHE_DIR": inductor}
     caption = os.path.join(os.path.dirname(sys.executable), "caption")
     proc = subprocess.run([caption, f"input_dir={folder}", f"output={out}", "progress=false",
                            f"hydra.run.dir={tmp_path / 'run'}"],
@@ -122,6 +129,7 @@ def test_the_console_script_runs_the_default_job(tmp_path, synth_dir):
     for noise in ("WARNING", "Warning", "Triton", "LD_PRELOAD", "NUMA", "Loading safetensors"):
         assert noise not in terminal, noise
     assert len(proc.stdout.splitlines()) <= 20
+    assert not list(temporary.iterdir())  # vLLM's rendezvous file (vllm_dist_*) was left there by every job
     log = tmp_path / "run" / "caption.log"
     assert f"log     {log}" in proc.stdout and f"full log: {log}" in proc.stdout
     assert "WARNING" in log.read_text() and "Loading safetensors" in log.read_text()
