@@ -58,10 +58,10 @@ def _job(cfg) -> float | None:
     from caption.sweep import in_multirun, run_dir
     from vidcap_ko.writing import writing
 
-    if interrupts.received:  # an earlier job of this sweep was interrupted: the sweep stops with it. Or the
-        # signal landed in Hydra's first composition, which only asks whether this is a sweep and swallows any
-        # Exception (hydra/_internal/hydra.py `get_mode`), such as omegaconf's clean-up error in its place
-        raise JobInterrupted()
+    # an earlier job of this sweep was interrupted: the sweep stops with it. Or the signal landed in Hydra's first
+    # composition, which only asks whether this is a sweep and swallows any Exception (hydra/_internal/hydra.py
+    # `get_mode`), such as omegaconf's clean-up error in its place, or where Python could not raise it at all
+    interrupts.stop_if_received()
     folder = run_dir()
     if not cfg.get("verbose") and folder is not None:
         with writing(folder / LOG_FILE, "log file", setting="hydra.run.dir"):

@@ -20,7 +20,7 @@ from typing import Any, Generator, Iterable, Iterator, Sequence
 from omegaconf import DictConfig
 
 from caption.engines.base import Engine
-from caption.outcome import FailFast, JobInterrupted, interrupts, stops_recorded
+from caption.outcome import FailFast, interrupts, stops_recorded
 from caption.output.checks import check_output, check_settings, check_summary
 from caption.output.lock import OutputLock
 from caption.output.provenance import (
@@ -207,8 +207,7 @@ def _run(job: JobConfig, runner: Runner, todo: Videos, store: RecordStore, tally
         with tally.clock("write"), interrupts.shield():
             store.write(record)
             tally.count(record)
-        if interrupts.received:
-            raise JobInterrupted()
+        interrupts.stop_if_received()
         if job.options.fail_fast and record["status"] == "error":
             raise FailFast(record["video"])
         yield record

@@ -52,7 +52,8 @@ class Interrupts:
             self.release()
 
     def stop_if_received(self) -> None:
-        """Raise JobInterrupted if a signal was noted and its exception went nowhere (quiet_unraisable_interrupts)."""
+        """Raise JobInterrupted if a signal was noted (the job's checks: a signal held while a record was written,
+        swallowed by a library, or one Python could not raise: quiet_unraisable_interrupts)."""
         if self.received and not self.shielded:
             raise JobInterrupted()
 
