@@ -75,7 +75,9 @@ def compose_config():
 
 # The files that take longest (seconds on 2 cores, docs/development.md), run first: `make test` hands whole
 # files to its pytest-xdist workers in this order (--no-loadscope-reorder), so that none of them starts
-# last and leaves one core idle while it runs alone
+# last and leaves one core idle while it runs alone. The first ten are long for their engine tests (marked
+# `slow`); the rest are the longest of `make test-fast`, which leaves those out: as collected, the scene
+# tests (38 s) came last there and ran alone for 12 s.
 LONGEST_FIRST = [
     "tests/caption/runners/test_runner_ray.py",
     "tests/setup/test_wheel_install.py",
@@ -87,6 +89,16 @@ LONGEST_FIRST = [
     "tests/caption/engines/test_lora_spec_engines.py",
     "tests/caption/test_segments_job.py",
     "tests/caption/make_model/test_make_model.py",
+    "tests/setup/test_setup_indexes.py",  # mostly waiting on PyPI: started early, its wait overlaps others' work
+    "tests/video_io/test_scenes.py",
+    "tests/caption/report/test_report.py",
+    "tests/video_io/test_hostile_inputs.py",
+    "tests/test_config_defaults.py",
+    "tests/caption/settings/test_one_declaration.py",
+    "tests/caption/settings/test_config.py",
+    "tests/eval/test_meteor_parity.py",
+    "tests/caption/settings/test_settings_take_effect.py",
+    "tests/caption/settings/test_sampling_presets.py",
 ]
 
 
