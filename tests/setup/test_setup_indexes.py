@@ -72,12 +72,14 @@ class _Setup:
 def setups(tmp_path_factory, uv_cache, torch_index, torch_store):
     """The module's four set-ups, started together. Each is a dry-run resolution, ~15 s of it waiting on
     PyPI's metadata and ~5 CPU-s: one after another they held a test worker for ~50 s while its core sat
-    mostly idle (docs/development.md). They share a build folder that starts empty, as a fresh checkout's
-    does, and start half a second apart, as set-ups in two terminals would: each must find the installer
-    made, or wait while another makes it (two that built it at once failed: scripts/setup.sh, step 2)."""
+    mostly idle (docs/development.md). They share a build folder, which holds the installer they bootstrap
+    with PyPI's uv, and start half a second apart, as set-ups in two terminals would: each must find the
+    installer made, or wait while another makes it (two that built it at once failed: scripts/setup.sh, step
+    2). The folder is kept for the next run, as the wheel test's is (~10 s of waiting on PyPI saved); a clean
+    clone, as CI's, starts without it, so there the four make it together."""
     cases = {"pypi alone": dict(TORCH_INDEX=""), "index": dict(TORCH_INDEX=torch_index),
              "folder": dict(TORCH_INDEX=str(torch_store)), "gpu": dict(ENGINE="gpu", TORCH_INDEX="")}
-    build = tmp_path_factory.mktemp("build")
+    build = REPO_ROOT / "build" / "setup-tests"
     started = {}
     for name, extra in cases.items():
         started[name] = _Setup(tmp_path_factory.mktemp(name.replace(" ", "-")), uv_cache, build, **extra)
