@@ -194,10 +194,42 @@ def decoder_context(start_method: str | None = None):
     them)."""
     if start_method is None:
         start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    if start_method == "forkserver" and not _fork_server_socket_fits():
+        start_method = "spawn"
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         ctx.set_forkserver_preload(PRELOADED)
     return ctx
+
+
+# The longest path a Unix socket may have: sun_path holds 108 bytes on Linux, 104 on macOS, its NUL included
+# (<sys/un.h>). The fork server listens on <temporary folder>/pymp-XXXXXXXX/listener-XXXXXXXX
+# (multiprocessing/util.py get_temp_dir, multiprocessing/connection.py arbitrary_address), so under a TMPDIR
+# of more than ~75 characters it could not start, and a job ended with "OSError: AF_UNIX path too long".
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+LISTENER_NAME = len("/listener-XXXXXXXX")
+SHORT_TEMPORARY_FOLDERS = ("/tmp", "/var/tmp")
+
+
+def _fork_server_socket_fits() -> bool:
+    """Whether the fork server's socket path fits. Where the temporary folder is too deep, multiprocessing's
+    own folder for this process is made in the system's (/tmp) instead, as newer Pythons' multiprocessing
+    does itself (https://github.com/python/cpython/issues/132124; not 3.11's, which this project runs on);
+    the user's TMPDIR is kept for everything else. False where even that does not fit (a folder made earlier
+    in this process, a system without /tmp): the caller spawns its decoders instead."""
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) + len("/pymp-XXXXXXXX") + LISTENER_NAME > SOCKET_PATH_MAX:
+        for folder in SHORT_TEMPORARY_FOLDERS:
+            if os.access(folder, os.W_OK | os.X_OK):
+                chosen, tempfile.tempdir = tempfile.tempdir, folder  # mkdtemp's default folder, for this call
+                try:
+                    util.get_temp_dir()  # made there, and kept for the process; one made before is kept as it is
+                finally:
+                    tempfile.tempdir = chosen
+                break
+    return len(util.get_temp_dir()) + LISTENER_NAME <= SOCKET_PATH_MAX
 
 
 @dataclass

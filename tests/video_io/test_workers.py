@@ -124,3 +124,44 @@ def test_decoders_are_forked_from_one_server_and_see_the_jobs_environment_and_co
     # one parent, not this process: the fork server, which had PyAV imported before any decoder started
     assert len({s["parent"] for s in seen}) == 1 and seen[0]["parent"] != os.getpid()
     assert all(s["av_preloaded"] for s in seen)
+
+
+DEEP_TEMPORARY_FOLDER_SCRIPT = """
+import json, os, sys, tempfile
+from tests.video_io.hanging_decoders import report_surroundings
+from video_io.decode import DecodeSpec
+from video_io.sampling import SamplingSpec
+from video_io.workers import DecodePool
+
+with DecodePool(DecodeSpec(SamplingSpec(num_frames=8)), workers=1, timeout_s=60, decode_fn=report_surroundings) as pool:
+    (fake,) = list(pool.imap([sys.argv[1]]))
+with DecodePool(DecodeSpec(SamplingSpec(num_frames=8), width=56, height=56), workers=1, timeout_s=60) as pool:
+    (real,) = list(pool.imap([sys.argv[1]]))
+print(json.dumps({"seen": fake.error, "ok": real.ok, "error": real.error, "pid": os.getpid(),
+                  "tempdir": tempfile.gettempdir()}))
+"""
+
+
+def test_decoders_start_under_a_temporary_folder_too_deep_for_the_fork_servers_socket(tmp_path, synth_dir):
+    """TMPDIR 100 characters deep (a cluster job's scratch folder): the fork server's socket,
+    <TMPDIR>/pymp-XXXXXXXX/listener-XXXXXXXX, would pass the 107 bytes a Unix socket's path may have, and the
+    job ended with "OSError: AF_UNIX path too long". Its folder is made in /tmp instead; the decoders are still
+    forked from the server, and the process's own temporary files still go to TMPDIR, left empty at exit."""
+    import subprocess
+    import sys
+
+    from caption.settings.config import REPO_ROOT
+
+    deep = tmp_path / ("scratch-" + "d" * (100 - len(str(tmp_path)) - 9))
+    deep.mkdir()
+    assert len(str(deep)) == 100
+    clip = _folder(tmp_path, synth_dir, ["a.mp4"])[0]
+    env = {**os.environ, "TMPDIR": str(deep), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", DEEP_TEMPORARY_FOLDER_SCRIPT, clip], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"], result["error"]
+    seen = json.loads(result["seen"][result["seen"].index("{"):])
+    assert seen["av_preloaded"] and seen["parent"] != result["pid"]  # forked from the server, not spawned
+    assert result["tempdir"] == str(deep) and list(deep.iterdir()) == []
