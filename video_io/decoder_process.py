@@ -214,7 +214,7 @@ SHORT_TEMPORARY_FOLDERS = ("/tmp", "/var/tmp")
 def _fork_server_socket_fits() -> bool:
     """Whether the fork server's socket path fits. Where the temporary folder is too deep, multiprocessing's
     own folder for this process is made in the system's (/tmp) instead, as newer Pythons' multiprocessing
-    does itself (https://github.com/python/cpython/issues/132124; not 3.11's, which this project runs on);
+    does itself (https://github.com/python/cpython/issues/132124; Python 3.11's does not);
     the user's TMPDIR is kept for everything else. False where even that does not fit (a folder made earlier
     in this process, a system without /tmp): the caller spawns its decoders instead."""
     import tempfile
