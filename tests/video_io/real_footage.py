@@ -45,12 +45,30 @@ def make_reel(out: Path) -> dict:
     return truth
 
 
+def _made_by() -> list[Path]:
+    """The code a reel is made by: this file, the editor and the muxer (tests/support/made_once.py's key)."""
+    from caption.bench import real_edit
+    from video_io.synth import mux
+
+    return [Path(__file__), Path(real_edit.__file__), Path(mux.__file__)]
+
+
 def reel_made_once(tmp_path_factory) -> tuple[Path, dict]:
-    """make_reel's reel (read-only) and its truth, made once a run for every test process that asks
-    (tests/support/made_once.py): the scene tests and the job's segment test each made it, ~13 CPU-s."""
+    """make_reel's reel (read-only) and its truth, kept between runs and made for every test process that asks
+    (tests/support/made_once.py): the scene tests and the job's segment test each made it, ~5 CPU-s."""
     from tests.support.made_once import made_once
 
-    folder, truth = made_once(tmp_path_factory, "real-reel", lambda folder: make_reel(folder / "reel.mp4"))
+    folder, truth = made_once(tmp_path_factory, "real-reel", lambda folder: make_reel(folder / "reel.mp4"),
+                              made_by=_made_by())
+    return folder / "reel.mp4", truth
+
+
+def continuous_reel_made_once(tmp_path_factory) -> tuple[Path, dict]:
+    """make_continuous_reel's reel (read-only) and its truth, kept between runs as reel_made_once's (~7 CPU-s)."""
+    from tests.support.made_once import made_once
+
+    folder, truth = made_once(tmp_path_factory, "continuous-reel",
+                              lambda folder: make_continuous_reel(folder / "reel.mp4"), made_by=_made_by())
     return folder / "reel.mp4", truth
 
 

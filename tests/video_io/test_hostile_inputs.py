@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,15 +150,24 @@ def test_a_clip_with_enough_frames_has_no_repeat_note(good):
     assert not any("repeated" in note for note in decode_clip(str(good), SMALL).notes)
 
 
+def _write_big_clips(folder: Path) -> dict:
+    write_clip(folder / "tiny.mp4", 32)
+    write_clip(folder / "4k_h264.mp4", 32, 3840, 2160, fps=30)
+    write_clip(folder / "4k_hevc.mp4", 32, 3840, 2160, codec="libx265", fps=30)
+    write_clip(folder / "portrait.mp4", 32, 90, 1600)
+    return {}
+
+
 @pytest.fixture(scope="module")
 def big_clips(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("big")
-    return {
-        "tiny": write_clip(folder / "tiny.mp4", 32),
-        "4k_h264": write_clip(folder / "4k_h264.mp4", 32, 3840, 2160, fps=30),
-        "4k_hevc": write_clip(folder / "4k_hevc.mp4", 32, 3840, 2160, codec="libx265", fps=30),
-        "portrait": write_clip(folder / "portrait.mp4", 32, 90, 1600),
-    }
+    """Kept between runs (tests/support/made_once.py): the two 4K encodes cost ~9 CPU-s a run."""
+    from tests.support.made_once import made_once
+    from tests.video_io import clipmakers
+    from video_io.synth import mux
+
+    folder, _ = made_once(tmp_path_factory, "big-clips", _write_big_clips,
+                          made_by=[Path(__file__), Path(clipmakers.__file__), Path(mux.__file__)])
+    return {name: folder / f"{name}.mp4" for name in ("tiny", "4k_h264", "4k_hevc", "portrait")}
 
 
 # 32 full-size 4K RGB frames are 760 MiB (measured: decoding at source size peaked at 1.7-2.9 GiB);

@@ -285,10 +285,9 @@ def continuous_reel(tmp_path_factory):
     """Big Buck Bunny's character crawling out and rising, played on between hard cuts at the start and
     after bikes as edited and carphone (tests/video_io/real_footage.py); then two dissolves (the second
     into the same footage mirrored) and a fade."""
-    from tests.video_io.real_footage import make_continuous_reel
+    from tests.video_io.real_footage import continuous_reel_made_once
 
-    path = tmp_path_factory.mktemp("continuous") / "reel.mp4"
-    return path, make_continuous_reel(path)
+    return continuous_reel_made_once(tmp_path_factory)
 
 
 def test_real_editing_no_dissolve_inside_a_continuous_shot(continuous_reel):
