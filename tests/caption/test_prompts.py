@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoProcessor
 
 from caption.prompts import INSTRUCTIONS_KO, SYSTEM_PROMPT_KO, build_prompt
 from vidcap_ko.families import FAMILIES
@@ -24,6 +23,8 @@ def test_shared_parts_come_first(family):
 
 
 def test_qwen_prompt_equals_the_models_chat_template(model_dir):
+    from transformers import AutoProcessor  # here: at module level every test worker paid its import to collect
+
     processor = AutoProcessor.from_pretrained(model_dir)
     for task, instruction in INSTRUCTIONS_KO.items():
         messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": instruction}]}]
