@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import multiprocessing as mp
 import os
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -20,6 +21,9 @@ DEFAULT_TIMEOUT_S = 30.0
 # a fresh worker is an interpreter importing the decoders: seconds on a busy machine, more where a
 # site-wide hook imports torch into every process. That is the pool's start, not a clip's decode
 WORKER_START_S = 300.0
+# once every clip is answered the workers are asked to end and given this long to do it before they are
+# terminated as a hung pool is
+WORKER_EXIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
     while pending:
         todo, pending = pending, []
         size = min(workers, len(todo))
+        before = {child.pid for child in mp.active_children()}
         with ctx.Pool(size) as pool:
             try:
                 pool.map_async(_worker_up, range(size), chunksize=1).get(timeout=WORKER_START_S)
@@ -105,6 +110,21 @@ def run_thumbnails(jobs: list[ThumbJob], max_side: int = DEFAULT_SIZE, quality: 
                             pending.append(later)
                     pool.terminate()
                     break
+            else:
+                _let_workers_end(pool, before)
+
+
+def _let_workers_end(pool, before: set[int | None]) -> None:
+    """Every clip is answered: the workers end by themselves instead of by the SIGTERM of Pool.terminate,
+    which the pool's exit sends. A worker with a SIGTERM handler of its own (coverage.py's `sigterm = true`
+    gives every process one) ran it only if the signal reached its main thread, waiting for the next task in
+    a semaphore: delivered to another of its threads, the handler never ran, the worker never ended, and
+    the pool's exit waited for it for ever (docs/development.md). Public API only: active_children() also
+    reaps the workers that ended, so terminate() has nothing left to signal."""
+    pool.close()
+    deadline = time.monotonic() + WORKER_EXIT_S
+    while any(child.pid not in before for child in mp.active_children()) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _worker_up(_: int) -> int:

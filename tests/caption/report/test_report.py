@@ -18,7 +18,7 @@ from caption.report.thumbs import ThumbJob, run_thumbnails
 from eval.cli import score_files
 from eval.meteor import meteor_score
 from tests.caption.browser import dump_dom, screenshot
-from tests.caption.misbehaving_thumbnails import hang_or_crash_on_name
+from tests.caption.misbehaving_thumbnails import hang_or_crash_on_name, note_sigterm_then_answer
 
 HANGUL = re.compile("[가-힣]")
 JPEG_URI = "data:image/jpeg;base64,"
@@ -178,6 +178,28 @@ def test_undecodable_clips_get_a_placeholder_and_the_reason(tmp_path, synth_dir)
     assert len(results["fine.mp4"].jpegs_b64) == 2
     assert "no thumbnails after 3s" in results["hang.mp4"].error
     assert "no thumbnails after 3s" in results["crash.mp4"].error
+
+
+def test_once_every_clip_is_answered_the_workers_end_without_a_signal(tmp_path, synth_dir):
+    """A worker that handles SIGTERM itself (as under coverage.py) ran its handler only if the signal reached
+    its main thread: Pool.terminate, which the pool's exit sent, hung a `make coverage` run for ever in
+    `test_report_of_a_real_job` (twice: caption/report/thumbs.py). Workers with nothing left to do end
+    by themselves, and none is left behind. Whether the old exit signalled a worker was a race (about
+    half the pools), so the test starts eight."""
+    import multiprocessing as mp
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):
+        shutil.copy(synth_dir / f"clip_0000{i}.mp4", clips / f"c{i}.mp4")
+    before = {child.pid for child in mp.active_children()}
+    jobs = [ThumbJob(f"c{i}.mp4", str(clips / f"c{i}.mp4"), (2, 30), "decord") for i in range(2)]
+    for _ in range(8):
+        results = list(run_thumbnails(jobs, workers=2, timeout_s=120, fn=note_sigterm_then_answer))
+        assert [len(r.jpegs_b64 or []) for r in results] == [2, 2]
+    signalled = sorted(p.name for p in (clips / "sigterm").glob("*")) if (clips / "sigterm").exists() else []
+    assert signalled == [], f"workers ended by SIGTERM: {signalled}"
+    assert {child.pid for child in mp.active_children()} <= before
 
 
 def test_bad_records_stop_with_the_file_and_line(tmp_path, capsys):
