@@ -261,10 +261,14 @@ def write_job_preset(out: Path, preset: dict) -> Path:
     return path
 
 
+def _refuse_occupied_out(out: Path, force: bool) -> None:
+    if not force and out.exists() and any(out.iterdir()):
+        raise MakeModelError(f"{out} is not empty; choose another --out or pass --force to replace it")
+
+
 def _prepare_out(out: Path, force: bool) -> None:
+    _refuse_occupied_out(out, force)
     if out.exists() and any(out.iterdir()):
-        if not force:
-            raise MakeModelError(f"{out} is not empty; choose another --out or pass --force to replace it")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -272,9 +276,13 @@ def _prepare_out(out: Path, force: bool) -> None:
 def make_checkpoint(family: str, shape: str, out: str | Path, seed: int = 0, dtype: str | None = None,
                     config_only: bool = False, force: bool = False, shard_bytes: int = SHARD_BYTES) -> dict:
     """Write a checkpoint folder; returns what was written (parameters, bytes, files, source)."""
+    # the refusals that need no model code come before transformers' and torch's imports (~2 s), so a
+    # mistyped shape or an occupied folder is said at once
+    spec = family_spec(family)
+    shape_arch(family, shape)
+    _refuse_occupied_out(Path(out), force)
     from transformers import GenerationConfig
 
-    spec = family_spec(family)
     config, tokenizer, arch = build_config(family, shape, dtype)
     dtype = str(config.dtype).removeprefix("torch.")
     out = Path(out)

@@ -199,6 +199,22 @@ def test_shapes_without_numbers_are_refused_in_one_line(tmp_path):
     assert run.stderr.strip().count("\n") == 0 and "shapes for llava_next_video: tiny, cpu, 7b" in run.stderr
 
 
+def test_an_occupied_folder_or_unknown_shape_is_refused_before_the_model_code_is_imported(tmp_path):
+    """The refusals that need no model code are said before torch and transformers are imported."""
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("mine")
+    for shape, out, said in [("tiny", occupied, "is not empty"), ("3b", tmp_path / "new", "no preset")]:
+        code = ("import sys\nfrom caption.make_model.cli import main\n"
+                f"try:\n    main(['--family', 'qwen3_vl', '--shape', {shape!r}, '--out', {str(out)!r}])\n"
+                "finally:\n    print([m for m in ('torch', 'transformers') if m in sys.modules])")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+        assert run.returncode == 2 and said in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
+        assert run.stdout.strip() == "[]", f"{shape}: imported {run.stdout.strip()} before refusing"
+    assert (occupied / "notes.txt").read_text() == "mine" and not (tmp_path / "new").exists()
+
+
 def test_a_non_empty_folder_is_never_overwritten_silently(tiny_models):
     before = file_digests(tiny_models["qwen2_5_vl"])
     with pytest.raises(MakeModelError, match="not empty"):
