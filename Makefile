@@ -41,8 +41,8 @@ demo: $(SETUP_DONE)  ## caption a small synthetic set with the embedded model, s
 test: $(SETUP_DONE)  ## the whole suite, slow engine tests included (as CI runs it)
 	@$(TEST_ENV) $(BIN)/python -m pytest -q $(TEST_WORKERS_ARGS)
 
-test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine
-	@$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow" $(TEST_WORKERS_ARGS)
+test-fast: $(SETUP_DONE)  ## everything but the tests that start an inference engine or need PyPI
+	@$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow and not network" $(TEST_WORKERS_ARGS)
 
 # Coverage makes every test input afresh: inputs kept between runs (tests/support/made_once.py) would leave
 # the code that makes them (caption/bench/real_edit.py's editor) unmeasured.

@@ -20,6 +20,7 @@ from caption.settings.config import REPO_ROOT
 
 SETUP = REPO_ROOT / "scripts" / "setup.sh"
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+pytestmark = pytest.mark.network  # every set-up here resolves against PyPI
 
 
 @pytest.fixture(scope="module")

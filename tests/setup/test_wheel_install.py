@@ -166,6 +166,7 @@ def test_declared_ranges_take_the_images_the_job_ran_on():
 
 
 @pytest.mark.slow
+@pytest.mark.network  # pip installs the wheel's dependencies from PyPI
 def test_wheel_installs_beside_the_images_torch_and_transformers_and_runs_anywhere(tmp_path):
     image = _image()
     wheel = _build_wheel(tmp_path)
