@@ -66,7 +66,7 @@ def serve():
     while True:
         if select.select([control], [], [], 0.02)[0]:
             message, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
-            if not message:  # the test process closed its end, or ended: no teardown (below)
+            if not message:  # the test process closed its end, or ended: no teardown (WarmServer.close says why)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
