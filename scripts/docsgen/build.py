@@ -90,11 +90,11 @@ def readme_with_headline(readme: str, headline: str) -> str:
     return readme[:start + len(HEADLINE_START)] + "\n\n" + headline + "\n\n" + readme[end:]
 
 
-def stale(root: Path = REPO_ROOT, conf_dir: Path = CONF_DIR) -> list[str]:
-    """Generated files whose text on disk is not what the repository generates now, and snippets
-    no longer generated (a benchmark's results removed)."""
+def stale(root: Path = REPO_ROOT, conf_dir: Path = CONF_DIR, wanted: dict[str, str] | None = None) -> list[str]:
+    """Generated files whose text on disk is not what the repository generates now (`wanted`: outputs(), made
+    here unless given), and snippets no longer generated (a benchmark's results removed)."""
     root = Path(root)
-    wanted = outputs(root, conf_dir)
+    wanted = outputs(root, conf_dir) if wanted is None else wanted
     differ = [path for path, text in wanted.items()
               if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text]
     leftovers = [str(p.relative_to(root)) for p in sorted((root / SNIPPETS).rglob("*.md"))
@@ -105,7 +105,7 @@ def stale(root: Path = REPO_ROOT, conf_dir: Path = CONF_DIR) -> list[str]:
 def write(root: Path = REPO_ROOT, conf_dir: Path = CONF_DIR) -> list[str]:
     root = Path(root)
     wanted = outputs(root, conf_dir)
-    changed = stale(root, conf_dir)
+    changed = stale(root, conf_dir, wanted)  # every file made once, not again inside stale()
     for path in changed:
         target = root / path
         if path in wanted:
